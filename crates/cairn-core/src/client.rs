@@ -1,0 +1,556 @@
+//! The [`ChatClient`] trait, its options, responses and streamed updates.
+
+use std::pin::Pin;
+use std::sync::Arc;
+
+use futures::{Stream, StreamExt};
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+
+use crate::error::ChatError;
+use crate::kwargs::Kwargs;
+use crate::message::{Content, FinishReason, FunctionCall, FunctionResult, Message, Role, Usage};
+use crate::tool::ToolSpec;
+
+/// A boxed, sendable future.
+pub type BoxFuture<'a, T> = Pin<Box<dyn Future<Output = T> + Send + 'a>>;
+
+/// A boxed, sendable stream.
+pub type BoxStream<'a, T> = Pin<Box<dyn Stream<Item = T> + Send + 'a>>;
+
+/// A stream of updates from one model call.
+pub type ChatStream<'a> = BoxStream<'a, Result<ChatResponseUpdate, ChatError>>;
+
+/// How the model may use tools on a call.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum ToolChoice {
+    /// The model decides (the default).
+    #[default]
+    Auto,
+    /// No tool calls.
+    None,
+    /// At least one tool call.
+    Required,
+    /// A call of this tool.
+    Tool(String),
+}
+
+/// Options of a model call. Run-time options override an agent's defaults field by field.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct ChatOptions {
+    /// The model id (e.g. `gpt-4.1`); clients fall back to their own default.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub model: Option<String>,
+    /// Instructions sent as the system prompt ahead of the messages.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub instructions: Option<String>,
+    /// Sampling temperature.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub temperature: Option<f32>,
+    /// Nucleus sampling.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub top_p: Option<f32>,
+    /// Upper bound on generated tokens.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub max_tokens: Option<u32>,
+    /// Stop sequences.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub stop: Vec<String>,
+    /// Seed for deterministic sampling.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub seed: Option<i64>,
+    /// The tools the model may call (filled by the agent from its tools).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub tools: Vec<ToolSpec>,
+    /// How the model may use the tools.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tool_choice: Option<ToolChoice>,
+    /// Whether the model may request several tool calls in one turn.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub parallel_tool_calls: Option<bool>,
+    /// A JSON schema the answer must follow (structured output).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub response_format: Option<Value>,
+    /// Provider-specific request fields, merged into the request body as they are.
+    #[serde(default, skip_serializing_if = "serde_json::Map::is_empty")]
+    pub additional_properties: serde_json::Map<String, Value>,
+}
+
+impl ChatOptions {
+    /// Options with only `model` set.
+    pub fn with_model(model: impl Into<String>) -> Self {
+        ChatOptions {
+            model: Some(model.into()),
+            ..Default::default()
+        }
+    }
+
+    /// Fields set in `overrides` replace those of `self`.
+    pub fn merged(&self, overrides: &ChatOptions) -> ChatOptions {
+        let mut out = self.clone();
+        macro_rules! take {
+            ($($f:ident),*) => { $( if overrides.$f.is_some() { out.$f = overrides.$f.clone(); } )* };
+        }
+        take!(
+            model,
+            instructions,
+            temperature,
+            top_p,
+            max_tokens,
+            seed,
+            tool_choice,
+            parallel_tool_calls,
+            response_format
+        );
+        if !overrides.stop.is_empty() {
+            out.stop = overrides.stop.clone();
+        }
+        if !overrides.tools.is_empty() {
+            out.tools = overrides.tools.clone();
+        }
+        for (k, v) in &overrides.additional_properties {
+            out.additional_properties.insert(k.clone(), v.clone());
+        }
+        out
+    }
+}
+
+/// The answer of one model call.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct ChatResponse {
+    /// The messages the model produced (usually one assistant message).
+    pub messages: Vec<Message>,
+    /// Why the model stopped.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub finish_reason: Option<FinishReason>,
+    /// Token usage.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub usage: Option<Usage>,
+    /// The model that answered.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub model: Option<String>,
+    /// The server's response id.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub response_id: Option<String>,
+}
+
+impl ChatResponse {
+    /// A response with one assistant text message.
+    pub fn text(text: impl Into<String>) -> Self {
+        ChatResponse {
+            messages: vec![Message::assistant(text)],
+            finish_reason: Some(FinishReason::Stop),
+            ..Default::default()
+        }
+    }
+
+    /// A response with one assistant message calling tools; ids are `call_0`, `call_1`, ….
+    pub fn tool_calls<'a>(calls: impl IntoIterator<Item = (&'a str, Value)>) -> Self {
+        let contents = calls
+            .into_iter()
+            .enumerate()
+            .map(|(i, (name, args))| {
+                Content::FunctionCall(FunctionCall::new(format!("call_{i}"), name, &args))
+            })
+            .collect();
+        ChatResponse {
+            messages: vec![Message::new(Role::Assistant, contents)],
+            finish_reason: Some(FinishReason::ToolCalls),
+            ..Default::default()
+        }
+    }
+
+    /// The text of all messages joined.
+    pub fn text_content(&self) -> String {
+        self.messages.iter().map(Message::text).collect()
+    }
+
+    /// All function calls in the response.
+    pub fn function_calls(&self) -> impl Iterator<Item = &FunctionCall> {
+        self.messages.iter().flat_map(Message::function_calls)
+    }
+}
+
+/// Where an update came from and which agent produced it.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct UpdateMetadata {
+    /// The agent that produced the update.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub agent_name: Option<String>,
+    /// What produced it inside the agent: `None` for the main model calls, or a tag such as
+    /// `"summarization"` for calls made by middleware, so consumers can filter.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub source: Option<String>,
+    /// The path of nested agents (outermost first); empty for the top-level agent.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub namespace: Vec<String>,
+}
+
+/// What a streamed update carries.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "type", rename_all = "snake_case")]
+#[non_exhaustive]
+pub enum UpdateEvent {
+    /// A piece of answer text.
+    TextDelta {
+        /// The text piece.
+        text: String,
+    },
+    /// A piece of reasoning text.
+    ReasoningDelta {
+        /// The text piece.
+        text: String,
+    },
+    /// The model started a tool call.
+    ToolCallStart {
+        /// Position of the call in the turn.
+        index: usize,
+        /// The call id.
+        call_id: String,
+        /// The tool name.
+        name: String,
+    },
+    /// A piece of a tool call's arguments.
+    ToolCallDelta {
+        /// Position of the call in the turn.
+        index: usize,
+        /// The JSON text piece.
+        arguments: String,
+    },
+    /// A tool finished (emitted by the agent loop, not by clients).
+    ToolResult(FunctionResult),
+    /// Token usage of the call.
+    Usage(Usage),
+    /// The call finished.
+    Finished {
+        /// Why the model stopped.
+        finish_reason: Option<FinishReason>,
+        /// The model that answered, when known.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        model: Option<String>,
+        /// The server's response id, when known.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        response_id: Option<String>,
+    },
+    /// A complete message produced outside a model stream (for example by middleware).
+    Message(Message),
+    /// The run ended; its final response (the same the non-streaming run returns).
+    RunCompleted(Box<crate::agent::AgentResponse>),
+}
+
+/// One streamed update with its metadata.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ChatResponseUpdate {
+    /// What it carries.
+    #[serde(flatten)]
+    pub event: UpdateEvent,
+    /// Where it came from.
+    #[serde(default)]
+    pub metadata: UpdateMetadata,
+}
+
+impl ChatResponseUpdate {
+    /// An update with empty metadata.
+    pub fn new(event: UpdateEvent) -> Self {
+        ChatResponseUpdate {
+            event,
+            metadata: UpdateMetadata::default(),
+        }
+    }
+}
+
+impl From<UpdateEvent> for ChatResponseUpdate {
+    fn from(e: UpdateEvent) -> Self {
+        ChatResponseUpdate::new(e)
+    }
+}
+
+/// Folds a stream of updates into the [`ChatResponse`] the same call would have returned.
+///
+/// Tool-call argument pieces are joined by call index; text and reasoning pieces in order.
+#[derive(Debug, Default)]
+pub struct ResponseAssembler {
+    text: String,
+    reasoning: String,
+    calls: Vec<FunctionCall>,
+    usage: Option<Usage>,
+    finish_reason: Option<FinishReason>,
+    model: Option<String>,
+    response_id: Option<String>,
+    finished: bool,
+}
+
+impl ResponseAssembler {
+    /// An empty assembler.
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// Adds one update.
+    pub fn push(&mut self, event: &UpdateEvent) {
+        match event {
+            UpdateEvent::TextDelta { text } => self.text.push_str(text),
+            UpdateEvent::ReasoningDelta { text } => self.reasoning.push_str(text),
+            UpdateEvent::ToolCallStart {
+                index,
+                call_id,
+                name,
+            } => {
+                let slot = self.slot(*index);
+                if slot.call_id.is_empty() {
+                    slot.call_id = call_id.clone();
+                }
+                if slot.name.is_empty() {
+                    slot.name = name.clone();
+                }
+            }
+            UpdateEvent::ToolCallDelta { index, arguments } => {
+                self.slot(*index).arguments.push_str(arguments)
+            }
+            UpdateEvent::Usage(u) => self.usage = Some(*u),
+            UpdateEvent::Finished {
+                finish_reason,
+                model,
+                response_id,
+            } => {
+                self.finished = true;
+                if finish_reason.is_some() {
+                    self.finish_reason = finish_reason.clone();
+                }
+                if model.is_some() {
+                    self.model = model.clone();
+                }
+                if response_id.is_some() {
+                    self.response_id = response_id.clone();
+                }
+            }
+            UpdateEvent::ToolResult(_) | UpdateEvent::Message(_) | UpdateEvent::RunCompleted(_) => {
+            }
+        }
+    }
+
+    fn slot(&mut self, index: usize) -> &mut FunctionCall {
+        while self.calls.len() <= index {
+            self.calls.push(FunctionCall {
+                call_id: String::new(),
+                name: String::new(),
+                arguments: String::new(),
+            });
+        }
+        &mut self.calls[index]
+    }
+
+    /// Whether a `Finished` update was seen.
+    pub fn is_finished(&self) -> bool {
+        self.finished
+    }
+
+    /// The assembled response.
+    pub fn finish(self) -> ChatResponse {
+        let mut contents = Vec::new();
+        if !self.reasoning.is_empty() {
+            contents.push(Content::Reasoning {
+                text: self.reasoning,
+            });
+        }
+        if !self.text.is_empty() {
+            contents.push(Content::Text { text: self.text });
+        }
+        for (i, mut c) in self.calls.into_iter().enumerate() {
+            if c.name.is_empty() && c.arguments.is_empty() {
+                continue;
+            }
+            if c.call_id.is_empty() {
+                c.call_id = format!("call_{i}");
+            }
+            contents.push(Content::FunctionCall(c));
+        }
+        ChatResponse {
+            messages: vec![Message::new(Role::Assistant, contents)],
+            finish_reason: self.finish_reason,
+            usage: self.usage,
+            model: self.model,
+            response_id: self.response_id,
+        }
+    }
+}
+
+/// Splits a complete response into the updates a streaming call would have produced.
+pub fn response_to_updates(response: &ChatResponse) -> Vec<ChatResponseUpdate> {
+    let mut out = Vec::new();
+    let mut index = 0;
+    for m in &response.messages {
+        for c in &m.contents {
+            match c {
+                Content::Text { text } => {
+                    out.push(UpdateEvent::TextDelta { text: text.clone() }.into())
+                }
+                Content::Reasoning { text } => {
+                    out.push(UpdateEvent::ReasoningDelta { text: text.clone() }.into())
+                }
+                Content::FunctionCall(fc) => {
+                    out.push(
+                        UpdateEvent::ToolCallStart {
+                            index,
+                            call_id: fc.call_id.clone(),
+                            name: fc.name.clone(),
+                        }
+                        .into(),
+                    );
+                    out.push(
+                        UpdateEvent::ToolCallDelta {
+                            index,
+                            arguments: fc.arguments.clone(),
+                        }
+                        .into(),
+                    );
+                    index += 1;
+                }
+                _ => {}
+            }
+        }
+    }
+    if let Some(u) = response.usage {
+        out.push(UpdateEvent::Usage(u).into());
+    }
+    out.push(
+        UpdateEvent::Finished {
+            finish_reason: response.finish_reason.clone(),
+            model: response.model.clone(),
+            response_id: response.response_id.clone(),
+        }
+        .into(),
+    );
+    out
+}
+
+/// A model behind an API: the boundary every provider implements.
+///
+/// The three runtime buckets are explicit parameters (SPEC R1.4): `options` (what the model is
+/// asked), `function_invocation_kwargs` (values for tools; a client that runs its own tool loop
+/// hands them to its tools, and no client sends them to the model) and `client_kwargs` (values
+/// for this client only, such as extra headers).
+///
+/// cairn's [`Agent`](crate::Agent) runs tools itself, so it hands clients an *empty*
+/// function-invocation bucket: those values reach tools and function middleware only.
+pub trait ChatClient: Send + Sync + 'static {
+    /// Sends the conversation and returns the model's answer.
+    fn get_response<'a>(
+        &'a self,
+        messages: &'a [Message],
+        options: &'a ChatOptions,
+        function_invocation_kwargs: &'a Kwargs,
+        client_kwargs: &'a Kwargs,
+    ) -> BoxFuture<'a, Result<ChatResponse, ChatError>>;
+
+    /// The streaming twin of [`get_response`](Self::get_response). Folding the stream with a
+    /// [`ResponseAssembler`] gives the same response. The default streams the complete response
+    /// in one burst.
+    fn get_streaming_response<'a>(
+        &'a self,
+        messages: &'a [Message],
+        options: &'a ChatOptions,
+        function_invocation_kwargs: &'a Kwargs,
+        client_kwargs: &'a Kwargs,
+    ) -> ChatStream<'a> {
+        let fut = self.get_response(messages, options, function_invocation_kwargs, client_kwargs);
+        futures::stream::once(fut)
+            .flat_map(|r| match r {
+                Ok(resp) => {
+                    futures::stream::iter(response_to_updates(&resp).into_iter().map(Ok)).boxed()
+                }
+                Err(e) => futures::stream::iter(vec![Err(e)]).boxed(),
+            })
+            .boxed()
+    }
+
+    /// A short description for logs, e.g. `openai:gpt-4.1`.
+    fn describe(&self) -> String {
+        std::any::type_name::<Self>().to_owned()
+    }
+}
+
+impl<T: ChatClient + ?Sized> ChatClient for Arc<T> {
+    fn get_response<'a>(
+        &'a self,
+        messages: &'a [Message],
+        options: &'a ChatOptions,
+        fk: &'a Kwargs,
+        ck: &'a Kwargs,
+    ) -> BoxFuture<'a, Result<ChatResponse, ChatError>> {
+        (**self).get_response(messages, options, fk, ck)
+    }
+    fn get_streaming_response<'a>(
+        &'a self,
+        messages: &'a [Message],
+        options: &'a ChatOptions,
+        fk: &'a Kwargs,
+        ck: &'a Kwargs,
+    ) -> ChatStream<'a> {
+        (**self).get_streaming_response(messages, options, fk, ck)
+    }
+    fn describe(&self) -> String {
+        (**self).describe()
+    }
+}
+
+/// The messages to send with the instructions placed first as a system message.
+///
+/// Providers whose wire format has no separate instructions field use this. Returns the messages
+/// unchanged when there are no instructions.
+pub fn messages_with_instructions<'a>(
+    messages: &'a [Message],
+    options: &ChatOptions,
+) -> std::borrow::Cow<'a, [Message]> {
+    match options.instructions.as_deref() {
+        Some(i) if !i.is_empty() => {
+            let mut v = Vec::with_capacity(messages.len() + 1);
+            v.push(Message::system(i));
+            v.extend_from_slice(messages);
+            std::borrow::Cow::Owned(v)
+        }
+        _ => std::borrow::Cow::Borrowed(messages),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn assembler_reverses_splitting() {
+        let mut r = ChatResponse::tool_calls([("echo", json!({"text": "a"})), ("ls", json!({}))]);
+        r.messages[0]
+            .contents
+            .insert(0, Content::text("thinking out loud"));
+        r.usage = Some(Usage {
+            input_tokens: 3,
+            output_tokens: 4,
+            cached_input_tokens: 0,
+        });
+        let mut a = ResponseAssembler::new();
+        for u in response_to_updates(&r) {
+            a.push(&u.event);
+        }
+        assert!(a.is_finished());
+        assert_eq!(a.finish(), r);
+    }
+
+    #[test]
+    fn merged_overrides_only_set_fields() {
+        let base = ChatOptions {
+            model: Some("a".into()),
+            temperature: Some(0.1),
+            ..Default::default()
+        };
+        let o = ChatOptions {
+            temperature: Some(0.9),
+            ..Default::default()
+        };
+        let m = base.merged(&o);
+        assert_eq!(m.model.as_deref(), Some("a"));
+        assert_eq!(m.temperature, Some(0.9));
+    }
+}

@@ -1,0 +1,150 @@
+//! The contexts middleware and tools receive: one per run, one per model call, one per tool call.
+
+use serde::de::DeserializeOwned;
+use serde_json::Value;
+
+use crate::agent::AgentResponse;
+use crate::client::{ChatOptions, ChatResponse};
+use crate::error::ToolError;
+use crate::extensions::Extensions;
+use crate::kwargs::Kwargs;
+use crate::message::Message;
+use crate::session::AgentSession;
+use crate::stream::UpdateSink;
+use crate::tool::{SharedTool, ToolOutput};
+
+/// What a tool call and its function middleware see (SPEC R2.3).
+///
+/// Function middleware receives it owned, may change `arguments` and `kwargs` before calling
+/// `next` (the tool sees the changes), and may read or replace `result` afterwards. Setting
+/// `result` without calling `next` skips the tool; setting `terminate` ends the agent loop after
+/// this batch of calls, with no further model call.
+#[derive(Clone)]
+pub struct FunctionInvocationContext {
+    /// The tool being called.
+    pub function: SharedTool,
+    /// The id of the call.
+    pub call_id: String,
+    /// The parsed arguments (a JSON object).
+    pub arguments: Value,
+    /// The run's function-invocation kwargs (a per-call copy).
+    pub kwargs: Kwargs,
+    /// The run's session, if it has one.
+    pub session: Option<AgentSession>,
+    /// The result: `None` before the tool ran, then its output.
+    pub result: Option<ToolOutput>,
+    /// Typed per-run values (runtime context, store, backend…).
+    pub extensions: Extensions,
+    /// Ends the agent loop after this batch when set.
+    pub terminate: bool,
+    /// The stream of a streaming run, for tools that produce updates (nested agents).
+    pub updates: Option<UpdateSink>,
+}
+
+impl FunctionInvocationContext {
+    /// A context for calling `function` with `arguments` and nothing else set.
+    pub fn new(function: SharedTool, call_id: impl Into<String>, arguments: Value) -> Self {
+        FunctionInvocationContext {
+            function,
+            call_id: call_id.into(),
+            arguments,
+            kwargs: Kwargs::new(),
+            session: None,
+            result: None,
+            extensions: Extensions::new(),
+            terminate: false,
+            updates: None,
+        }
+    }
+
+    /// The called tool's name.
+    pub fn tool_name(&self) -> &str {
+        &self.function.spec().name
+    }
+
+    /// Parses the arguments into `T`.
+    pub fn parse_arguments<T: DeserializeOwned>(&self) -> Result<T, ToolError> {
+        crate::tool::parse_arguments(&self.arguments)
+    }
+}
+
+impl std::fmt::Debug for FunctionInvocationContext {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("FunctionInvocationContext")
+            .field("function", &self.tool_name())
+            .field("call_id", &self.call_id)
+            .field("arguments", &self.arguments)
+            .field("kwargs", &self.kwargs)
+            .field("session", &self.session)
+            .field("result", &self.result)
+            .field("terminate", &self.terminate)
+            .finish_non_exhaustive()
+    }
+}
+
+/// What chat middleware sees around one model call.
+///
+/// It holds the client bucket (`client_kwargs`) but never the function-invocation kwargs.
+/// Middleware may edit `messages` and `options` before `next` (the dynamic system prompt of SPEC
+/// R3.4 edits `options.instructions`), replace `result` after it, or set `result` without calling
+/// `next` to skip the model.
+#[derive(Debug)]
+pub struct ChatContext {
+    /// The agent's name.
+    pub agent_name: Option<String>,
+    /// The conversation sent to the model.
+    pub messages: Vec<Message>,
+    /// The options of the call, tools included.
+    pub options: ChatOptions,
+    /// Values for the chat client.
+    pub client_kwargs: Kwargs,
+    /// The run's session.
+    pub session: Option<AgentSession>,
+    /// Typed per-run values.
+    pub extensions: Extensions,
+    /// The response: `None` before the model answered.
+    pub result: Option<ChatResponse>,
+    /// Ends the run after this call when set.
+    pub terminate: bool,
+    /// Which model call of the run this is (0-based).
+    pub iteration: usize,
+    /// The stream of a streaming run.
+    pub updates: Option<UpdateSink>,
+}
+
+/// What agent middleware sees around a whole run.
+///
+/// Middleware may edit the input `messages`, options, tools and both kwargs buckets before
+/// `next`, and read or replace `result` after it. Setting `result` without calling `next` skips
+/// the run entirely (no model call).
+#[derive(Debug)]
+pub struct AgentContext {
+    /// The agent's name.
+    pub agent_name: Option<String>,
+    /// The new input messages of this run (history from the session is added after the chain).
+    pub messages: Vec<Message>,
+    /// The run's session.
+    pub session: Option<AgentSession>,
+    /// Run-level chat options (merged over the agent's defaults).
+    pub options: ChatOptions,
+    /// Extra tools for this run.
+    pub tools: Vec<SharedTool>,
+    /// Values for tools and function middleware only.
+    pub function_invocation_kwargs: Kwargs,
+    /// Values for the chat client and chat middleware only.
+    pub client_kwargs: Kwargs,
+    /// Typed per-run values.
+    pub extensions: Extensions,
+    /// The run's response: `None` before it ran.
+    pub result: Option<AgentResponse>,
+    /// Whether the run streams.
+    pub stream: bool,
+    /// The stream of a streaming run.
+    pub updates: Option<UpdateSink>,
+}
+
+impl std::fmt::Debug for dyn crate::tool::Tool {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "Tool({})", self.spec().name)
+    }
+}
