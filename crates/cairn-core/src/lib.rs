@@ -54,6 +54,7 @@ pub mod message;
 pub mod middleware;
 pub mod schema;
 pub mod session;
+pub mod store;
 pub mod stream;
 pub mod testing;
 pub mod tool;
@@ -76,6 +77,7 @@ pub use middleware::{
     MiddlewareSet, Next, from_fn,
 };
 pub use session::{AgentSession, SessionState};
+pub use store::{InMemoryStore, Item, SearchQuery, SharedStore, Store, StoreError};
 pub use stream::{AgentStream, UpdateSink};
 pub use tool::{
     ApprovalMode, FnTool, IntoTool, IntoToolOutput, Json, RespecTool, SharedTool, Tool, ToolOutput,
