@@ -97,10 +97,12 @@ fn now_ms() -> u64 {
         .unwrap_or(0)
 }
 
+type ItemMap = BTreeMap<(Vec<String>, String), Item>;
+
 /// A store in memory. Clones share the data.
 #[derive(Clone, Default)]
 pub struct InMemoryStore {
-    items: Arc<RwLock<BTreeMap<(Vec<String>, String), Item>>>,
+    items: Arc<RwLock<ItemMap>>,
 }
 
 impl InMemoryStore {
