@@ -1,0 +1,37 @@
+//! # cairn-providers
+//!
+//! Model providers for cairn. [`OpenAIClient`] speaks OpenAI's Chat Completions and Responses
+//! APIs, plain and streaming (server-sent events), to OpenAI and to compatible servers (vLLM,
+//! Ollama, llama.cpp, LM Studio, …): text, reasoning, several tool calls per turn (streamed
+//! argument pieces reassembled), usage and finish reasons. Errors are typed
+//! ([`ChatErrorKind`](cairn_core::ChatErrorKind)): HTTP status, the server's message, whether a
+//! retry may help, and a distinct context-overflow kind. Requests are retried with backoff and
+//! jitter on connection failures, timeouts, 429 and 5xx, honouring `Retry-After`.
+//!
+//! [`client_for_model`] resolves `provider:model` strings.
+//!
+//! ```no_run
+//! use cairn_core::{Agent, ChatClient};
+//! use cairn_providers::{Api, OpenAIClient, client_for_model};
+//!
+//! # async fn demo() -> Result<(), Box<dyn std::error::Error>> {
+//! // From OPENAI_API_KEY / OPENAI_BASE_URL:
+//! let client = client_for_model("openai:gpt-4.1")?;
+//! let agent = Agent::builder_shared(client).instructions("Be brief.").build();
+//! println!("{}", agent.run("Hello").await?.text());
+//!
+//! // Or explicitly, e.g. for a local server without a key:
+//! let local = OpenAIClient::builder()
+//!     .base_url("http://127.0.0.1:8000/v1")
+//!     .model("fake-model")
+//!     .api(Api::Responses)
+//!     .build()?;
+//! println!("{}", local.describe());
+//! # Ok(()) }
+//! ```
+
+pub mod openai;
+pub mod resolve;
+
+pub use openai::{Api, ApiKey, OpenAIClient, OpenAIClientBuilder, RetryPolicy};
+pub use resolve::{client_for_model, known_providers, parse_model_spec};

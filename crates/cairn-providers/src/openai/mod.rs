@@ -1,0 +1,782 @@
+//! An OpenAI-compatible [`ChatClient`]: Chat Completions and Responses, plain and streaming.
+//!
+//! ```no_run
+//! use cairn_providers::openai::{Api, OpenAIClient};
+//! use std::time::Duration;
+//!
+//! # fn main() -> Result<(), cairn_core::ChatError> {
+//! let client = OpenAIClient::builder()
+//!     .base_url("http://localhost:8000/v1")
+//!     .model("gpt-4.1")
+//!     .api(Api::Responses)
+//!     .timeout(Duration::from_secs(60))
+//!     .max_retries(3)
+//!     .build()?;
+//! # Ok(()) }
+//! ```
+//!
+//! # Client kwargs
+//!
+//! The client-kwargs bucket of a call may carry:
+//! - `extra_headers`: an object of header names to string values, added to the request;
+//! - `extra_body`: an object merged into the request body (its fields replace cairn's own and
+//!   those of `ChatOptions::additional_properties`).
+//!
+//! Function-invocation kwargs are never sent.
+
+mod chat;
+mod responses;
+mod retry;
+mod sse;
+mod wire;
+
+use std::collections::VecDeque;
+use std::fmt;
+use std::sync::Arc;
+use std::time::Duration;
+
+use bytes::Bytes;
+use cairn_core::{
+    BoxFuture, ChatClient, ChatError, ChatErrorKind, ChatOptions, ChatResponse, ChatResponseUpdate,
+    ChatStream, Kwargs, Message,
+};
+use reqwest::Url;
+use reqwest::header::{ACCEPT, AUTHORIZATION, CONTENT_TYPE, HeaderMap, HeaderName, HeaderValue};
+
+pub use retry::RetryPolicy;
+
+use sse::SseParser;
+use wire::Extras;
+
+/// The default base URL.
+pub const DEFAULT_BASE_URL: &str = "https://api.openai.com/v1";
+
+/// Which OpenAI API a client speaks.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Hash)]
+pub enum Api {
+    /// `POST /chat/completions` (the default; what most compatible servers offer).
+    #[default]
+    ChatCompletions,
+    /// `POST /responses`.
+    Responses,
+}
+
+/// An API key. Its `Debug` and `Display` print `***`, never the key.
+#[derive(Clone, PartialEq, Eq)]
+pub struct ApiKey(String);
+
+impl ApiKey {
+    /// Wraps a key.
+    pub fn new(key: impl Into<String>) -> Self {
+        ApiKey(key.into())
+    }
+
+    /// The key itself (for building a header; do not log it).
+    pub fn expose(&self) -> &str {
+        &self.0
+    }
+}
+
+impl fmt::Debug for ApiKey {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("***")
+    }
+}
+
+impl fmt::Display for ApiKey {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("***")
+    }
+}
+
+impl From<String> for ApiKey {
+    fn from(s: String) -> Self {
+        ApiKey(s)
+    }
+}
+
+impl From<&str> for ApiKey {
+    fn from(s: &str) -> Self {
+        ApiKey(s.to_owned())
+    }
+}
+
+/// Builds an [`OpenAIClient`].
+#[derive(Debug, Clone)]
+pub struct OpenAIClientBuilder {
+    api_key: Option<ApiKey>,
+    base_url: String,
+    model: Option<String>,
+    api: Api,
+    timeout: Duration,
+    connect_timeout: Duration,
+    retry: RetryPolicy,
+    headers: Vec<(String, String)>,
+    http: Option<reqwest::Client>,
+    provider: String,
+    legacy_max_tokens: bool,
+}
+
+impl Default for OpenAIClientBuilder {
+    fn default() -> Self {
+        OpenAIClientBuilder {
+            api_key: None,
+            base_url: DEFAULT_BASE_URL.to_owned(),
+            model: None,
+            api: Api::ChatCompletions,
+            timeout: Duration::from_secs(600),
+            connect_timeout: Duration::from_secs(10),
+            retry: RetryPolicy::default(),
+            headers: Vec::new(),
+            http: None,
+            provider: "openai".to_owned(),
+            legacy_max_tokens: false,
+        }
+    }
+}
+
+fn env_nonempty(name: &str) -> Option<String> {
+    std::env::var(name).ok().filter(|v| !v.trim().is_empty())
+}
+
+impl OpenAIClientBuilder {
+    /// A builder with the defaults: `https://api.openai.com/v1`, chat completions, a 600 s
+    /// timeout, 2 retries, no key.
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// A builder filled from the environment: `OPENAI_API_KEY`, `OPENAI_BASE_URL` (default
+    /// `https://api.openai.com/v1`), `OPENAI_MODEL`, and `OPENAI_ORG_ID` / `OPENAI_PROJECT_ID`
+    /// (sent as `OpenAI-Organization` / `OpenAI-Project`) when set.
+    pub fn from_env() -> Self {
+        let mut b = OpenAIClientBuilder {
+            api_key: env_nonempty("OPENAI_API_KEY").map(ApiKey),
+            model: env_nonempty("OPENAI_MODEL"),
+            ..Self::default()
+        };
+        if let Some(u) = env_nonempty("OPENAI_BASE_URL") {
+            b.base_url = u;
+        }
+        if let Some(org) = env_nonempty("OPENAI_ORG_ID") {
+            b.headers.push(("OpenAI-Organization".into(), org));
+        }
+        if let Some(p) = env_nonempty("OPENAI_PROJECT_ID") {
+            b.headers.push(("OpenAI-Project".into(), p));
+        }
+        b
+    }
+
+    /// The API key (sent as `Authorization: Bearer …`). Without one no such header is sent,
+    /// which suits local servers.
+    pub fn api_key(mut self, key: impl Into<ApiKey>) -> Self {
+        self.api_key = Some(key.into());
+        self
+    }
+
+    /// The API root, e.g. `http://localhost:11434/v1`; `/chat/completions` and `/responses` are
+    /// appended.
+    pub fn base_url(mut self, url: impl Into<String>) -> Self {
+        self.base_url = url.into();
+        self
+    }
+
+    /// The default model (`ChatOptions::model` overrides it per call).
+    pub fn model(mut self, model: impl Into<String>) -> Self {
+        self.model = Some(model.into());
+        self
+    }
+
+    /// Which API to speak.
+    pub fn api(mut self, api: Api) -> Self {
+        self.api = api;
+        self
+    }
+
+    /// The request timeout: total time of a non-streaming call, and the longest silence
+    /// (no byte received) of a streaming one. Default 600 s.
+    pub fn timeout(mut self, timeout: Duration) -> Self {
+        self.timeout = timeout;
+        self
+    }
+
+    /// The connect timeout. Default 10 s.
+    pub fn connect_timeout(mut self, timeout: Duration) -> Self {
+        self.connect_timeout = timeout;
+        self
+    }
+
+    /// How many times a failed request is retried. Default 2.
+    pub fn max_retries(mut self, n: u32) -> Self {
+        self.retry.max_retries = n;
+        self
+    }
+
+    /// The whole retry policy.
+    pub fn retry_policy(mut self, policy: RetryPolicy) -> Self {
+        self.retry = policy;
+        self
+    }
+
+    /// A header sent with every request.
+    pub fn header(mut self, name: impl Into<String>, value: impl Into<String>) -> Self {
+        self.headers.push((name.into(), value.into()));
+        self
+    }
+
+    /// Uses this `reqwest::Client` (to share a connection pool). Its own timeouts then apply to
+    /// streams; the builder's timeout still bounds non-streaming calls.
+    pub fn http_client(mut self, client: reqwest::Client) -> Self {
+        self.http = Some(client);
+        self
+    }
+
+    /// The provider name used by [`ChatClient::describe`] (`openai` by default).
+    pub fn provider_name(mut self, name: impl Into<String>) -> Self {
+        self.provider = name.into();
+        self
+    }
+
+    /// Sends `options.max_tokens` as `max_tokens` instead of `max_completion_tokens` (chat
+    /// completions), for older compatible servers.
+    pub fn legacy_max_tokens(mut self, yes: bool) -> Self {
+        self.legacy_max_tokens = yes;
+        self
+    }
+
+    /// Builds the client.
+    ///
+    /// Fails with [`ChatErrorKind::Config`] on an invalid base URL or header.
+    pub fn build(self) -> Result<OpenAIClient, ChatError> {
+        let config = |m: String| ChatError::new(ChatErrorKind::Config, m);
+        let mut base = self.base_url.trim().trim_end_matches('/').to_owned();
+        if base.is_empty() {
+            return Err(config("the base URL is empty".into()));
+        }
+        base.push('/');
+        let base_url = Url::parse(&base)
+            .map_err(|e| config(format!("invalid base URL {:?}: {e}", self.base_url)))?;
+        if !matches!(base_url.scheme(), "http" | "https") {
+            return Err(config(format!(
+                "the base URL {:?} is not http(s)",
+                self.base_url
+            )));
+        }
+        let join = |p: &str| {
+            base_url
+                .join(p)
+                .map_err(|e| config(format!("invalid base URL {:?}: {e}", self.base_url)))
+        };
+        let chat_url = join("chat/completions")?;
+        let responses_url = join("responses")?;
+
+        let auth = match &self.api_key {
+            Some(k) if !k.0.is_empty() => {
+                let mut v = HeaderValue::try_from(format!("Bearer {}", k.0))
+                    .map_err(|_| config("the API key is not a valid header value".into()))?;
+                v.set_sensitive(true);
+                Some(v)
+            }
+            _ => None,
+        };
+        let mut headers = HeaderMap::new();
+        for (n, v) in &self.headers {
+            let name = HeaderName::try_from(n.as_str())
+                .map_err(|_| config(format!("invalid header name {n:?}")))?;
+            let value = HeaderValue::try_from(v.as_str())
+                .map_err(|_| config(format!("invalid value for header {n:?}")))?;
+            headers.append(name, value);
+        }
+
+        let http = match self.http {
+            Some(c) => c,
+            None => {
+                // rustls is built without a bundled crypto provider; install ring as the
+                // process default unless another one already is.
+                if rustls::crypto::CryptoProvider::get_default().is_none() {
+                    let _ = rustls::crypto::ring::default_provider().install_default();
+                }
+                reqwest::Client::builder()
+                    .connect_timeout(self.connect_timeout)
+                    .read_timeout(self.timeout)
+                    .pool_idle_timeout(Duration::from_secs(90))
+                    .tcp_nodelay(true)
+                    .build()
+                    .map_err(|e| {
+                        config(format!("could not build the HTTP client: {e}")).with_source(e)
+                    })?
+            }
+        };
+
+        Ok(OpenAIClient {
+            inner: Arc::new(Inner {
+                http,
+                api_key: self.api_key,
+                auth,
+                headers,
+                base_url: base.trim_end_matches('/').to_owned(),
+                chat_url,
+                responses_url,
+                model: self.model,
+                api: self.api,
+                timeout: self.timeout,
+                retry: self.retry,
+                provider: self.provider,
+                max_tokens_field: if self.legacy_max_tokens {
+                    "max_tokens"
+                } else {
+                    "max_completion_tokens"
+                },
+            }),
+        })
+    }
+}
+
+/// A client for OpenAI's API and compatible servers (vLLM, Ollama, llama.cpp, LM Studio, …).
+///
+/// Cheap to clone (one shared connection pool). See the [module docs](self) for the client
+/// kwargs it understands.
+#[derive(Clone)]
+pub struct OpenAIClient {
+    inner: Arc<Inner>,
+}
+
+struct Inner {
+    http: reqwest::Client,
+    api_key: Option<ApiKey>,
+    auth: Option<HeaderValue>,
+    headers: HeaderMap,
+    base_url: String,
+    chat_url: Url,
+    responses_url: Url,
+    model: Option<String>,
+    api: Api,
+    timeout: Duration,
+    retry: RetryPolicy,
+    provider: String,
+    max_tokens_field: &'static str,
+}
+
+impl fmt::Debug for OpenAIClient {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let i = &self.inner;
+        f.debug_struct("OpenAIClient")
+            .field("provider", &i.provider)
+            .field("base_url", &i.base_url)
+            .field("model", &i.model)
+            .field("api", &i.api)
+            .field("api_key", &i.api_key)
+            .field("timeout", &i.timeout)
+            .field("retry", &i.retry)
+            .finish()
+    }
+}
+
+impl OpenAIClient {
+    /// A builder with the defaults (see [`OpenAIClientBuilder::new`]).
+    pub fn builder() -> OpenAIClientBuilder {
+        OpenAIClientBuilder::new()
+    }
+
+    /// A client configured from the environment (see [`OpenAIClientBuilder::from_env`]).
+    ///
+    /// Fails with [`ChatErrorKind::Config`] when `OPENAI_API_KEY` is missing while the base URL
+    /// is OpenAI's own; a local server needs no key.
+    pub fn from_env() -> Result<Self, ChatError> {
+        let b = OpenAIClientBuilder::from_env();
+        if b.api_key.is_none() && b.base_url.trim_end_matches('/') == DEFAULT_BASE_URL {
+            return Err(ChatError::new(
+                ChatErrorKind::Config,
+                "OPENAI_API_KEY is not set (set it, or OPENAI_BASE_URL for a local server)",
+            ));
+        }
+        b.build()
+    }
+
+    /// The API this client speaks.
+    pub fn api(&self) -> Api {
+        self.inner.api
+    }
+
+    /// The default model, if one was configured.
+    pub fn model(&self) -> Option<&str> {
+        self.inner.model.as_deref()
+    }
+
+    /// The API root.
+    pub fn base_url(&self) -> &str {
+        &self.inner.base_url
+    }
+
+    /// A copy of this client speaking another API (sharing the connection pool).
+    pub fn with_api(&self, api: Api) -> Self {
+        let i = &self.inner;
+        OpenAIClient {
+            inner: Arc::new(Inner {
+                http: i.http.clone(),
+                api_key: i.api_key.clone(),
+                auth: i.auth.clone(),
+                headers: i.headers.clone(),
+                base_url: i.base_url.clone(),
+                chat_url: i.chat_url.clone(),
+                responses_url: i.responses_url.clone(),
+                model: i.model.clone(),
+                api,
+                timeout: i.timeout,
+                retry: i.retry,
+                provider: i.provider.clone(),
+                max_tokens_field: i.max_tokens_field,
+            }),
+        }
+    }
+}
+
+/// Turns the events of one streamed call into updates.
+pub(crate) trait StreamDecoder: Send + 'static {
+    /// One SSE event.
+    fn on_event(
+        &mut self,
+        event: &[u8],
+        data: &[u8],
+        out: &mut VecDeque<ChatResponseUpdate>,
+    ) -> Result<(), ChatError>;
+    /// Whether the terminal event was seen (and `Finished` queued).
+    fn is_done(&self) -> bool;
+    /// The body ended; `pending` is an unterminated last event, if any.
+    fn on_eof(
+        &mut self,
+        pending: Option<Vec<u8>>,
+        out: &mut VecDeque<ChatResponseUpdate>,
+    ) -> Result<(), ChatError>;
+}
+
+fn config_error(m: impl Into<String>) -> ChatError {
+    ChatError::new(ChatErrorKind::Config, m)
+}
+
+/// Maps a transport error; `reading` is true once the response headers arrived.
+fn transport_error(e: reqwest::Error, reading: bool) -> ChatError {
+    use std::error::Error as _;
+    let mut msg = e.to_string();
+    let mut src = e.source();
+    while let Some(s) = src {
+        msg.push_str(": ");
+        msg.push_str(&s.to_string());
+        src = s.source();
+    }
+    let kind = if e.is_timeout() {
+        ChatErrorKind::Timeout
+    } else if e.is_builder() {
+        ChatErrorKind::Config
+    } else if reading || e.is_body() || e.is_decode() {
+        ChatErrorKind::StreamInterrupted
+    } else if e.is_connect() || e.is_request() {
+        ChatErrorKind::Connect
+    } else {
+        ChatErrorKind::Other
+    };
+    ChatError::new(kind, msg).with_source(e)
+}
+
+struct Prepared {
+    url: Url,
+    body: Bytes,
+    extra_headers: Option<HeaderMap>,
+}
+
+impl Inner {
+    fn prepare(
+        &self,
+        messages: &[Message],
+        options: &ChatOptions,
+        client_kwargs: &Kwargs,
+        stream: bool,
+    ) -> Result<Prepared, ChatError> {
+        let model = options
+            .model
+            .as_deref()
+            .or(self.model.as_deref())
+            .ok_or_else(|| {
+                config_error(
+                    "no model: set ChatOptions::model, the builder's model or OPENAI_MODEL",
+                )
+            })?;
+        let (extra_body, extra_headers) = if client_kwargs.is_empty() {
+            (None, None)
+        } else {
+            let body = match client_kwargs.get("extra_body") {
+                None | Some(serde_json::Value::Null) => None,
+                Some(serde_json::Value::Object(m)) => Some(m),
+                Some(_) => return Err(config_error("client kwarg extra_body must be an object")),
+            };
+            let headers = match client_kwargs.get("extra_headers") {
+                None | Some(serde_json::Value::Null) => None,
+                Some(serde_json::Value::Object(m)) => {
+                    let mut h = HeaderMap::with_capacity(m.len());
+                    for (k, v) in m {
+                        let name = HeaderName::try_from(k.as_str())
+                            .map_err(|_| config_error(format!("invalid header name {k:?}")))?;
+                        let text = match v {
+                            serde_json::Value::String(s) => s.clone(),
+                            other => other.to_string(),
+                        };
+                        let value = HeaderValue::try_from(text)
+                            .map_err(|_| config_error(format!("invalid value for header {k:?}")))?;
+                        h.append(name, value);
+                    }
+                    Some(h)
+                }
+                Some(_) => {
+                    return Err(config_error("client kwarg extra_headers must be an object"));
+                }
+            };
+            (body, headers)
+        };
+        let extras = Extras {
+            props: &options.additional_properties,
+            body: extra_body,
+        };
+        let (url, body) = match self.api {
+            Api::ChatCompletions => (
+                &self.chat_url,
+                serde_json::to_vec(&chat::ChatRequest {
+                    model,
+                    messages,
+                    options,
+                    stream,
+                    extras,
+                    max_tokens_field: self.max_tokens_field,
+                }),
+            ),
+            Api::Responses => (
+                &self.responses_url,
+                serde_json::to_vec(&responses::ResponsesRequest {
+                    model,
+                    messages,
+                    options,
+                    stream,
+                    extras,
+                }),
+            ),
+        };
+        let body = body.map_err(|e| {
+            ChatError::new(
+                ChatErrorKind::Config,
+                format!("the request could not be serialized: {e}"),
+            )
+            .with_source(e)
+        })?;
+        Ok(Prepared {
+            url: url.clone(),
+            body: Bytes::from(body),
+            extra_headers,
+        })
+    }
+
+    /// Sends the request, retrying before the first byte of a successful response.
+    async fn send(&self, p: &Prepared, stream: bool) -> Result<reqwest::Response, ChatError> {
+        static JSON: HeaderValue = HeaderValue::from_static("application/json");
+        static SSE: HeaderValue = HeaderValue::from_static("text/event-stream");
+        let mut attempt = 0u32;
+        loop {
+            let mut req = self
+                .http
+                .post(p.url.clone())
+                .header(CONTENT_TYPE, JSON.clone())
+                .header(ACCEPT, if stream { SSE.clone() } else { JSON.clone() })
+                .body(p.body.clone());
+            if let Some(a) = &self.auth {
+                req = req.header(AUTHORIZATION, a.clone());
+            }
+            if !self.headers.is_empty() {
+                req = req.headers(self.headers.clone());
+            }
+            if let Some(h) = &p.extra_headers {
+                req = req.headers(h.clone());
+            }
+            if !stream {
+                req = req.timeout(self.timeout);
+            }
+            let (error, retry) = match req.send().await {
+                Ok(resp) if resp.status().is_success() => return Ok(resp),
+                Ok(resp) => {
+                    let status = resp.status().as_u16();
+                    let ra = retry::retry_after(resp.headers());
+                    let body = resp.bytes().await.unwrap_or_default();
+                    let e = wire::status_error(status, &body, ra);
+                    (e.error, e.retry)
+                }
+                Err(e) => {
+                    let e = transport_error(e, false);
+                    let retry = matches!(e.kind(), ChatErrorKind::Connect | ChatErrorKind::Timeout);
+                    (e, retry)
+                }
+            };
+            if !retry || attempt >= self.retry.max_retries {
+                return Err(error);
+            }
+            let delay = self.retry.delay(attempt, error.retry_after());
+            tracing::debug!(
+                target: "cairn_providers::openai",
+                attempt = attempt + 1,
+                delay_ms = delay.as_millis() as u64,
+                error = %error,
+                "retrying model call"
+            );
+            tokio::time::sleep(delay).await;
+            attempt += 1;
+        }
+    }
+
+    async fn complete(
+        &self,
+        messages: &[Message],
+        options: &ChatOptions,
+        client_kwargs: &Kwargs,
+    ) -> Result<ChatResponse, ChatError> {
+        let p = self.prepare(messages, options, client_kwargs, false)?;
+        let resp = self.send(&p, false).await?;
+        let body = resp.bytes().await.map_err(|e| transport_error(e, true))?;
+        match self.api {
+            Api::ChatCompletions => chat::parse_response(&body),
+            Api::Responses => responses::parse_response(&body),
+        }
+    }
+
+    async fn open_stream(
+        &self,
+        messages: &[Message],
+        options: &ChatOptions,
+        client_kwargs: &Kwargs,
+    ) -> Result<reqwest::Response, ChatError> {
+        let p = self.prepare(messages, options, client_kwargs, true)?;
+        self.send(&p, true).await
+    }
+}
+
+/// The state of a streamed call between two items.
+struct Driver<D> {
+    resp: reqwest::Response,
+    sse: SseParser,
+    decoder: D,
+    queue: VecDeque<ChatResponseUpdate>,
+    error: Option<ChatError>,
+    phase: Phase,
+}
+
+#[derive(PartialEq, Eq)]
+enum Phase {
+    Reading,
+    /// The terminal event was seen: read the rest of the body so the connection is reused.
+    Draining,
+    Done,
+}
+
+enum StreamState<'a, D> {
+    Opening(BoxFuture<'a, Result<reqwest::Response, ChatError>>, D),
+    Running(Box<Driver<D>>),
+    Finished,
+}
+
+fn drive<'a, D: StreamDecoder>(
+    open: BoxFuture<'a, Result<reqwest::Response, ChatError>>,
+    decoder: D,
+) -> ChatStream<'a> {
+    Box::pin(futures::stream::unfold(
+        StreamState::Opening(open, decoder),
+        |state| async move {
+            let mut d = match state {
+                StreamState::Finished => return None,
+                StreamState::Opening(open, decoder) => match open.await {
+                    Ok(resp) => Box::new(Driver {
+                        resp,
+                        sse: SseParser::new(),
+                        decoder,
+                        queue: VecDeque::new(),
+                        error: None,
+                        phase: Phase::Reading,
+                    }),
+                    Err(e) => return Some((Err(e), StreamState::Finished)),
+                },
+                StreamState::Running(d) => d,
+            };
+            loop {
+                if let Some(u) = d.queue.pop_front() {
+                    return Some((Ok(u), StreamState::Running(d)));
+                }
+                if let Some(e) = d.error.take() {
+                    return Some((Err(e), StreamState::Finished));
+                }
+                match d.phase {
+                    Phase::Done => return None,
+                    Phase::Draining => {
+                        while let Ok(Some(_)) = d.resp.chunk().await {}
+                        return None;
+                    }
+                    Phase::Reading => match d.resp.chunk().await {
+                        Ok(Some(bytes)) => {
+                            let Driver {
+                                sse,
+                                decoder,
+                                queue,
+                                ..
+                            } = &mut *d;
+                            if let Err(e) =
+                                sse.feed(&bytes, |ev, data| decoder.on_event(ev, data, queue))
+                            {
+                                d.error = Some(e);
+                                d.phase = Phase::Done;
+                            } else if d.decoder.is_done() {
+                                d.phase = Phase::Draining;
+                            }
+                        }
+                        Ok(None) => {
+                            let pending = d.sse.pending_data();
+                            if let Err(e) = d.decoder.on_eof(pending, &mut d.queue) {
+                                d.error = Some(e);
+                            }
+                            d.phase = Phase::Done;
+                        }
+                        Err(e) => {
+                            d.error = Some(transport_error(e, true));
+                            d.phase = Phase::Done;
+                        }
+                    },
+                }
+            }
+        },
+    ))
+}
+
+impl ChatClient for OpenAIClient {
+    fn get_response<'a>(
+        &'a self,
+        messages: &'a [Message],
+        options: &'a ChatOptions,
+        _function_invocation_kwargs: &'a Kwargs,
+        client_kwargs: &'a Kwargs,
+    ) -> BoxFuture<'a, Result<ChatResponse, ChatError>> {
+        Box::pin(self.inner.complete(messages, options, client_kwargs))
+    }
+
+    fn get_streaming_response<'a>(
+        &'a self,
+        messages: &'a [Message],
+        options: &'a ChatOptions,
+        _function_invocation_kwargs: &'a Kwargs,
+        client_kwargs: &'a Kwargs,
+    ) -> ChatStream<'a> {
+        let open = Box::pin(self.inner.open_stream(messages, options, client_kwargs));
+        match self.inner.api {
+            Api::ChatCompletions => drive(open, chat::ChatStreamDecoder::default()),
+            Api::Responses => drive(open, responses::ResponsesStreamDecoder::default()),
+        }
+    }
+
+    fn describe(&self) -> String {
+        match &self.inner.model {
+            Some(m) => format!("{}:{m}", self.inner.provider),
+            None => self.inner.provider.clone(),
+        }
+    }
+}

@@ -1,0 +1,383 @@
+//! Wire helpers shared by both OpenAI APIs: tolerant deserializers, usage, error bodies and the
+//! merging of extra request fields.
+
+use std::borrow::Cow;
+use std::fmt;
+use std::time::Duration;
+
+use cairn_core::{ChatError, ChatErrorKind, Content, Usage};
+use serde::de::{self, Deserializer, IgnoredAny, MapAccess, SeqAccess, Visitor};
+use serde::ser::SerializeMap;
+use serde::{Deserialize, Serialize};
+use serde_json::value::RawValue;
+use serde_json::{Map, Value};
+
+/// Deserializes `null` as the type's default (for `Vec`s and other defaults).
+pub(crate) fn nullable<'de, D, T>(d: D) -> Result<T, D::Error>
+where
+    D: Deserializer<'de>,
+    T: Default + Deserialize<'de>,
+{
+    Option::<T>::deserialize(d).map(Option::unwrap_or_default)
+}
+
+/// A string field that tolerates other shapes: a string is kept, an array of `{text}` parts is
+/// joined, anything else (`null`, numbers, objects) becomes `None`.
+#[derive(Debug, Default, Clone, PartialEq)]
+pub(crate) struct LooseText(pub(crate) Option<String>);
+
+impl<'de> Deserialize<'de> for LooseText {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        struct V;
+        impl<'de> Visitor<'de> for V {
+            type Value = LooseText;
+            fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+                f.write_str("a string, an array of text parts, or anything else")
+            }
+            fn visit_str<E: de::Error>(self, v: &str) -> Result<LooseText, E> {
+                Ok(LooseText(Some(v.to_owned())))
+            }
+            fn visit_string<E: de::Error>(self, v: String) -> Result<LooseText, E> {
+                Ok(LooseText(Some(v)))
+            }
+            fn visit_unit<E: de::Error>(self) -> Result<LooseText, E> {
+                Ok(LooseText(None))
+            }
+            fn visit_none<E: de::Error>(self) -> Result<LooseText, E> {
+                Ok(LooseText(None))
+            }
+            fn visit_some<D: Deserializer<'de>>(self, d: D) -> Result<LooseText, D::Error> {
+                d.deserialize_any(V)
+            }
+            fn visit_bool<E: de::Error>(self, _: bool) -> Result<LooseText, E> {
+                Ok(LooseText(None))
+            }
+            fn visit_i64<E: de::Error>(self, _: i64) -> Result<LooseText, E> {
+                Ok(LooseText(None))
+            }
+            fn visit_u64<E: de::Error>(self, _: u64) -> Result<LooseText, E> {
+                Ok(LooseText(None))
+            }
+            fn visit_f64<E: de::Error>(self, _: f64) -> Result<LooseText, E> {
+                Ok(LooseText(None))
+            }
+            fn visit_map<A: MapAccess<'de>>(self, mut m: A) -> Result<LooseText, A::Error> {
+                while m.next_entry::<IgnoredAny, IgnoredAny>()?.is_some() {}
+                Ok(LooseText(None))
+            }
+            fn visit_seq<A: SeqAccess<'de>>(self, mut s: A) -> Result<LooseText, A::Error> {
+                #[derive(Deserialize)]
+                struct Part {
+                    #[serde(default)]
+                    text: LooseText,
+                }
+                let mut out: Option<String> = None;
+                while let Some(p) = s.next_element::<Part>()? {
+                    if let Some(t) = p.text.0 {
+                        out.get_or_insert_with(String::new).push_str(&t);
+                    }
+                }
+                Ok(LooseText(out))
+            }
+        }
+        d.deserialize_any(V)
+    }
+}
+
+/// Tool-call arguments as text: a JSON string is decoded, any other JSON value (some servers
+/// send an object) is kept as its JSON text.
+pub(crate) fn arguments_text(raw: Option<&RawValue>) -> Result<String, serde_json::Error> {
+    match raw {
+        None => Ok(String::new()),
+        Some(r) => {
+            let s = r.get();
+            if s.starts_with('"') {
+                serde_json::from_str(s)
+            } else if s == "null" {
+                Ok(String::new())
+            } else {
+                Ok(s.to_owned())
+            }
+        }
+    }
+}
+
+#[derive(Debug, Default, Deserialize)]
+struct TokenDetails {
+    #[serde(default)]
+    cached_tokens: Option<u64>,
+}
+
+/// Usage in either API's shape.
+#[derive(Debug, Default, Deserialize)]
+pub(crate) struct WireUsage {
+    #[serde(default)]
+    prompt_tokens: Option<u64>,
+    #[serde(default)]
+    completion_tokens: Option<u64>,
+    #[serde(default)]
+    input_tokens: Option<u64>,
+    #[serde(default)]
+    output_tokens: Option<u64>,
+    #[serde(default)]
+    prompt_tokens_details: Option<TokenDetails>,
+    #[serde(default)]
+    input_tokens_details: Option<TokenDetails>,
+}
+
+impl WireUsage {
+    pub(crate) fn to_usage(&self) -> Usage {
+        let cached = self
+            .prompt_tokens_details
+            .as_ref()
+            .or(self.input_tokens_details.as_ref())
+            .and_then(|d| d.cached_tokens)
+            .unwrap_or(0);
+        Usage {
+            input_tokens: self.prompt_tokens.or(self.input_tokens).unwrap_or(0),
+            output_tokens: self.completion_tokens.or(self.output_tokens).unwrap_or(0),
+            cached_input_tokens: cached,
+        }
+    }
+}
+
+/// The text parts of `parts`: borrowed when there is exactly one, joined otherwise.
+pub(crate) fn text_of(parts: &[Content]) -> Option<Cow<'_, str>> {
+    let mut texts = parts.iter().filter_map(|p| match p {
+        Content::Text { text } => Some(text.as_str()),
+        _ => None,
+    });
+    let first = texts.next()?;
+    match texts.next() {
+        None => Some(Cow::Borrowed(first)),
+        Some(second) => {
+            let mut s = String::with_capacity(first.len() + second.len());
+            s.push_str(first);
+            s.push_str(second);
+            texts.for_each(|t| s.push_str(t));
+            Some(Cow::Owned(s))
+        }
+    }
+}
+
+/// Extra request fields: `options.additional_properties`, then `client_kwargs["extra_body"]`.
+/// They replace typed fields of the same name.
+#[derive(Clone, Copy)]
+pub(crate) struct Extras<'a> {
+    pub(crate) props: &'a Map<String, Value>,
+    pub(crate) body: Option<&'a Map<String, Value>>,
+}
+
+impl<'a> Extras<'a> {
+    fn overrides(&self, key: &str) -> bool {
+        (!self.props.is_empty() && self.props.contains_key(key))
+            || self.body.is_some_and(|b| b.contains_key(key))
+    }
+
+    /// Writes `key: value` unless an extra field replaces it.
+    pub(crate) fn put<M: SerializeMap, T: Serialize + ?Sized>(
+        &self,
+        m: &mut M,
+        key: &str,
+        value: &T,
+    ) -> Result<(), M::Error> {
+        if self.overrides(key) {
+            Ok(())
+        } else {
+            m.serialize_entry(key, value)
+        }
+    }
+
+    /// Writes the extra fields.
+    pub(crate) fn write<M: SerializeMap>(&self, m: &mut M) -> Result<(), M::Error> {
+        for (k, v) in self.props {
+            if !self.body.is_some_and(|b| b.contains_key(k)) {
+                m.serialize_entry(k, v)?;
+            }
+        }
+        if let Some(b) = self.body {
+            for (k, v) in b {
+                m.serialize_entry(k, v)?;
+            }
+        }
+        Ok(())
+    }
+}
+
+/// A JSON schema in `options.response_format` wrapped the way the API expects, or a value that
+/// already is an API response format, passed on as it is.
+pub(crate) enum ResponseFormat<'a> {
+    /// Already in the API's shape.
+    Raw(&'a Value),
+    /// A bare JSON schema: name and strict schema.
+    Schema { name: &'a str, schema: Value },
+}
+
+impl<'a> ResponseFormat<'a> {
+    pub(crate) fn from_option(v: &'a Value) -> Self {
+        let ty = v.get("type").and_then(Value::as_str);
+        let is_format = matches!(ty, Some("json_object" | "text"))
+            || (ty == Some("json_schema")
+                && (v.get("json_schema").is_some() || v.get("schema").is_some()));
+        if is_format {
+            return ResponseFormat::Raw(v);
+        }
+        let name = v
+            .get("title")
+            .and_then(Value::as_str)
+            .filter(|t| cairn_core::tool::is_valid_tool_name(t))
+            .unwrap_or("response");
+        ResponseFormat::Schema {
+            name,
+            schema: cairn_core::schema::to_strict(v),
+        }
+    }
+}
+
+/// What a non-success HTTP answer or an in-stream error event means.
+pub(crate) struct ApiError {
+    pub(crate) error: ChatError,
+    /// Whether a retry may help (false for e.g. `insufficient_quota` despite HTTP 429).
+    pub(crate) retry: bool,
+}
+
+fn value_str(v: Option<&Value>) -> Option<String> {
+    match v? {
+        Value::String(s) if !s.is_empty() => Some(s.clone()),
+        Value::Number(n) => Some(n.to_string()),
+        _ => None,
+    }
+}
+
+/// The message and code of an error object in OpenAI's shape or a compatible server's.
+pub(crate) fn error_parts(v: &Value) -> (Option<String>, Option<String>) {
+    let inner = v.get("error").unwrap_or(v);
+    match inner {
+        Value::String(s) => (Some(s.clone()), value_str(v.get("code"))),
+        Value::Object(_) => {
+            let message = value_str(inner.get("message"))
+                .or_else(|| value_str(inner.get("detail")))
+                .or_else(|| value_str(v.get("message")))
+                .or_else(|| value_str(v.get("detail")));
+            let code = value_str(inner.get("code")).or_else(|| value_str(inner.get("type")));
+            (message, code)
+        }
+        _ => (None, None),
+    }
+}
+
+/// The error message with the server's code appended when the message does not contain it.
+pub(crate) fn with_code(message: Option<String>, code: Option<&str>, fallback: &str) -> String {
+    let mut m = message.unwrap_or_else(|| fallback.to_owned());
+    if let Some(c) = code
+        && !m.contains(c)
+    {
+        m.push_str(" [");
+        m.push_str(c);
+        m.push(']');
+    }
+    m
+}
+
+/// Builds the error for a non-success HTTP answer.
+pub(crate) fn status_error(status: u16, body: &[u8], retry_after: Option<Duration>) -> ApiError {
+    let parsed: Option<Value> = serde_json::from_slice(body).ok();
+    let (message, code) = match &parsed {
+        Some(v) => error_parts(v),
+        None => (None, None),
+    };
+    let message = match message {
+        Some(m) => Some(m),
+        None if !body.is_empty() => Some(truncate(&String::from_utf8_lossy(body), 2000)),
+        None => None,
+    };
+    let fallback = reqwest::StatusCode::from_u16(status)
+        .ok()
+        .and_then(|s| s.canonical_reason())
+        .unwrap_or("error");
+    let text = with_code(message, code.as_deref(), fallback);
+    let error = ChatError::from_status(status, text).with_retry_after(retry_after);
+    let no_retry_code = matches!(code.as_deref(), Some("insufficient_quota"));
+    let retry =
+        !no_retry_code && error.kind() != ChatErrorKind::ContextOverflow && error.is_retryable();
+    ApiError { error, retry }
+}
+
+/// An error reported inside a successful stream or body (no HTTP status).
+pub(crate) fn event_error(message: Option<String>, code: Option<String>) -> ChatError {
+    let text = with_code(message, code.as_deref(), "the server reported an error");
+    let kind = if cairn_core::error::is_context_overflow_message(&text) {
+        ChatErrorKind::ContextOverflow
+    } else {
+        match code.as_deref() {
+            Some("rate_limit_exceeded" | "rate_limit_error") => ChatErrorKind::RateLimited,
+            Some("server_error" | "server_is_overloaded" | "overloaded_error") => {
+                ChatErrorKind::StreamInterrupted
+            }
+            _ => ChatErrorKind::Other,
+        }
+    };
+    ChatError::new(kind, text)
+}
+
+/// A decode error quoting (a prefix of) the offending text.
+pub(crate) fn decode_error(what: &str, data: &[u8], e: serde_json::Error) -> ChatError {
+    let snippet = truncate(&String::from_utf8_lossy(data), 200);
+    ChatError::new(ChatErrorKind::Decode, format!("{what}: {e}: {snippet}")).with_source(e)
+}
+
+pub(crate) fn truncate(s: &str, max: usize) -> String {
+    if s.len() <= max {
+        return s.to_owned();
+    }
+    let mut end = max;
+    while !s.is_char_boundary(end) {
+        end -= 1;
+    }
+    format!("{}…", &s[..end])
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn loose_text_tolerates_shapes() {
+        let t: LooseText = serde_json::from_str("\"a\\nb\"").unwrap();
+        assert_eq!(t.0.as_deref(), Some("a\nb"));
+        let t: LooseText = serde_json::from_str("null").unwrap();
+        assert_eq!(t.0, None);
+        let t: LooseText =
+            serde_json::from_str(r#"[{"type":"text","text":"x"},{"text":"y"}]"#).unwrap();
+        assert_eq!(t.0.as_deref(), Some("xy"));
+        let t: LooseText = serde_json::from_str(r#"{"a":[1,2]}"#).unwrap();
+        assert_eq!(t.0, None);
+    }
+
+    #[test]
+    fn arguments_accept_objects() {
+        let raw: Box<RawValue> = serde_json::from_str(r#"{"a": 1}"#).unwrap();
+        assert_eq!(arguments_text(Some(&raw)).unwrap(), r#"{"a": 1}"#);
+        let raw: Box<RawValue> = serde_json::from_str(r#""{\"a\":1}""#).unwrap();
+        assert_eq!(arguments_text(Some(&raw)).unwrap(), r#"{"a":1}"#);
+    }
+
+    #[test]
+    fn status_errors_classified() {
+        let body = br#"{"error":{"message":"Too long.","type":"invalid_request_error","code":"context_length_exceeded"}}"#;
+        let e = status_error(400, body, None);
+        assert!(e.error.is_context_overflow());
+        assert!(!e.retry);
+        let e = status_error(
+            429,
+            br#"{"error":{"message":"quota","code":"insufficient_quota"}}"#,
+            None,
+        );
+        assert!(!e.retry);
+        let e = status_error(503, b"upstream down", None);
+        assert!(e.retry);
+        assert!(e.error.message().contains("upstream down"));
+        let e = status_error(502, b"", None);
+        assert!(e.error.message().contains("Bad Gateway"));
+    }
+}
