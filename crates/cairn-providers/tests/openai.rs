@@ -919,3 +919,73 @@ async fn missing_model_is_a_config_error_and_no_key_sends_no_auth() {
     assert_eq!(req.header("authorization"), None);
     assert_eq!(req.json()["model"], "per-call");
 }
+
+#[tokio::test]
+async fn tool_result_images_are_not_lost() {
+    let server = TestServer::start(|r, _| {
+        if r.path.ends_with("/responses") {
+            Reply::ok(responses_json(&Turn::text("ok")))
+        } else {
+            Reply::ok(chat_json(&Turn::text("ok")))
+        }
+    })
+    .await;
+    let image = Content::Image {
+        url: "https://example.invalid/a.png".into(),
+        media_type: None,
+    };
+    let msgs = vec![
+        Message::user("look"),
+        Message::new(
+            Role::Assistant,
+            vec![
+                Content::FunctionCall(FunctionCall::new("c1", "shot", &json!({}))),
+                Content::FunctionCall(FunctionCall::new("c2", "shot", &json!({}))),
+            ],
+        ),
+        Message::tool_result(FunctionResult {
+            call_id: "c1".into(),
+            output: vec![Content::text("first"), image.clone()],
+            is_error: false,
+        }),
+        Message::tool_result(FunctionResult {
+            call_id: "c2".into(),
+            output: vec![Content::text("second")],
+            is_error: true,
+        }),
+    ];
+    let (o, fk, ck) = (ChatOptions::default(), Kwargs::new(), Kwargs::new());
+    client(&server, Api::ChatCompletions)
+        .get_response(&msgs, &o, &fk, &ck)
+        .await
+        .unwrap();
+    client(&server, Api::Responses)
+        .get_response(&msgs, &o, &fk, &ck)
+        .await
+        .unwrap();
+    let reqs = server.requests();
+    let chat = reqs[0].json();
+    let m = chat["messages"].as_array().unwrap();
+    assert_eq!(m.len(), 5, "{chat}");
+    assert_eq!(m[1]["content"], Value::Null);
+    assert_eq!(
+        m[2],
+        json!({"role": "tool", "content": "first", "tool_call_id": "c1"})
+    );
+    assert_eq!(
+        m[3],
+        json!({"role": "tool", "content": "second", "tool_call_id": "c2"})
+    );
+    assert_eq!(
+        m[4],
+        json!({"role": "user", "content": [{"type": "image_url", "image_url": {"url": "https://example.invalid/a.png"}}]})
+    );
+    let resp = reqs[1].json();
+    let items = resp["input"].as_array().unwrap();
+    assert_eq!(items.len(), 5, "{resp}");
+    assert_eq!(
+        items[3]["output"],
+        json!([{"type": "input_text", "text": "first"}, {"type": "input_image", "image_url": "https://example.invalid/a.png"}])
+    );
+    assert_eq!(items[4]["output"], "second");
+}

@@ -663,3 +663,61 @@ impl StreamDecoder for ChatStreamDecoder {
         ))
     }
 }
+
+#[cfg(test)]
+mod perf_probe {
+    use super::*;
+
+    #[test]
+    #[ignore = "timing probe: cargo test --release -- --ignored --nocapture"]
+    fn parse_and_serialize_timing() {
+        let body = br#"{"id": "chatcmpl-57ac85c8731a31cc130e6943", "object": "chat.completion", "created": 1700000000, "model": "fake-model", "system_fingerprint": "fp_fakellm", "choices": [{"index": 0, "message": {"role": "assistant", "content": null, "refusal": null, "tool_calls": [{"id": "call_5_0", "type": "function", "function": {"name": "echo", "arguments": "{\"text\": \"hi\"}"}}]}, "logprobs": null, "finish_reason": "tool_calls"}], "usage": {"prompt_tokens": 250, "completion_tokens": 5, "total_tokens": 255, "prompt_tokens_details": {"cached_tokens": 0, "audio_tokens": 0}, "completion_tokens_details": {"reasoning_tokens": 0, "audio_tokens": 0, "accepted_prediction_tokens": 0, "rejected_prediction_tokens": 0}}}"#;
+        let n = 200_000;
+        let t = std::time::Instant::now();
+        for _ in 0..n {
+            std::hint::black_box(parse_response(std::hint::black_box(body)).unwrap());
+        }
+        println!("parse: {:?}/call", t.elapsed() / n);
+        let mut msgs = vec![Message::user("[scenario:loop steps=20] go")];
+        for i in 0..5 {
+            msgs.push(Message::new(
+                Role::Assistant,
+                vec![Content::FunctionCall(FunctionCall::new(
+                    format!("call_{i}_0"),
+                    "echo",
+                    &serde_json::json!({"text":"hi"}),
+                ))],
+            ));
+            msgs.push(Message::tool_result(cairn_core::FunctionResult {
+                call_id: format!("call_{i}_0"),
+                output: vec![Content::text("hi")],
+                is_error: false,
+            }));
+        }
+        let o = ChatOptions {
+            tools: vec![ToolSpec::new(
+                "echo",
+                "Echo.",
+                serde_json::json!({"type":"object","properties":{"text":{"type":"string"}},"required":["text"]}),
+            )],
+            ..Default::default()
+        };
+        let props = serde_json::Map::new();
+        let t = std::time::Instant::now();
+        for _ in 0..n {
+            let req = ChatRequest {
+                model: "fake-model",
+                messages: &msgs,
+                options: &o,
+                stream: false,
+                extras: Extras {
+                    props: &props,
+                    body: None,
+                },
+                max_tokens_field: "max_tokens",
+            };
+            std::hint::black_box(serde_json::to_vec(&req).unwrap());
+        }
+        println!("serialize: {:?}/call", t.elapsed() / n);
+    }
+}

@@ -124,8 +124,8 @@ impl Default for OpenAIClientBuilder {
             base_url: DEFAULT_BASE_URL.to_owned(),
             model: None,
             api: Api::ChatCompletions,
-            timeout: Duration::from_secs(600),
-            connect_timeout: Duration::from_secs(10),
+            timeout: DEFAULT_TIMEOUT,
+            connect_timeout: DEFAULT_CONNECT_TIMEOUT,
             retry: RetryPolicy::default(),
             headers: Vec::new(),
             http: None,
@@ -133,6 +133,30 @@ impl Default for OpenAIClientBuilder {
             legacy_max_tokens: false,
         }
     }
+}
+
+const DEFAULT_TIMEOUT: Duration = Duration::from_secs(600);
+const DEFAULT_CONNECT_TIMEOUT: Duration = Duration::from_secs(10);
+
+fn http_client(timeout: Duration, connect_timeout: Duration) -> Result<reqwest::Client, ChatError> {
+    // rustls is built without a bundled crypto provider; install ring as the process default
+    // unless another one already is.
+    if rustls::crypto::CryptoProvider::get_default().is_none() {
+        let _ = rustls::crypto::ring::default_provider().install_default();
+    }
+    reqwest::Client::builder()
+        .connect_timeout(connect_timeout)
+        .read_timeout(timeout)
+        .pool_idle_timeout(Duration::from_secs(90))
+        .tcp_nodelay(true)
+        .build()
+        .map_err(|e| {
+            ChatError::new(
+                ChatErrorKind::Config,
+                format!("could not build the HTTP client: {e}"),
+            )
+            .with_source(e)
+        })
 }
 
 fn env_nonempty(name: &str) -> Option<String> {
@@ -290,22 +314,7 @@ impl OpenAIClientBuilder {
 
         let http = match self.http {
             Some(c) => c,
-            None => {
-                // rustls is built without a bundled crypto provider; install ring as the
-                // process default unless another one already is.
-                if rustls::crypto::CryptoProvider::get_default().is_none() {
-                    let _ = rustls::crypto::ring::default_provider().install_default();
-                }
-                reqwest::Client::builder()
-                    .connect_timeout(self.connect_timeout)
-                    .read_timeout(self.timeout)
-                    .pool_idle_timeout(Duration::from_secs(90))
-                    .tcp_nodelay(true)
-                    .build()
-                    .map_err(|e| {
-                        config(format!("could not build the HTTP client: {e}")).with_source(e)
-                    })?
-            }
+            None => http_client(self.timeout, self.connect_timeout)?,
         };
 
         Ok(OpenAIClient {
@@ -334,8 +343,10 @@ impl OpenAIClientBuilder {
 
 /// A client for OpenAI's API and compatible servers (vLLM, Ollama, llama.cpp, LM Studio, …).
 ///
-/// Cheap to clone (one shared connection pool). See the [module docs](self) for the client
-/// kwargs it understands.
+/// Cheap to clone: clones share one connection pool. Each [`build`](OpenAIClientBuilder::build)
+/// makes a new pool, so build once and clone (or pass a shared
+/// [`http_client`](OpenAIClientBuilder::http_client)). See the [module docs](self) for the
+/// client kwargs it understands.
 #[derive(Clone)]
 pub struct OpenAIClient {
     inner: Arc<Inner>,
