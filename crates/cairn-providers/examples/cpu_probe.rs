@@ -1,5 +1,15 @@
-//! CPU per model call against a running fake server: `FAKE_LLM_URL=http://127.0.0.1:PORT/v1`.
-#![allow(clippy::unwrap_used, clippy::expect_used, missing_docs)]
+//! CPU time per model call of the client alone, against a running fake server:
+//!
+//! ```text
+//! python3 shared/bench/fakellm.py --port 8000 &
+//! FAKE_LLM_URL=http://127.0.0.1:8000/v1 N=2000 cargo run --release -p cairn-providers --example cpu_probe
+//! ```
+//!
+//! Each call sends a 11-message conversation with one tool and gets one tool call back. CPU time
+//! is read from `/proc/self/task/*/schedstat` (Linux).
+
+use std::error::Error;
+
 use cairn_core::{
     ChatClient, ChatOptions, Content, FunctionCall, FunctionResult, Kwargs, Message, Role, ToolSpec,
 };
@@ -7,58 +17,88 @@ use cairn_providers::{Api, OpenAIClient};
 use futures::StreamExt;
 use serde_json::json;
 
-fn cpu() -> f64 {
-    let mut total = 0u64;
-    for t in std::fs::read_dir("/proc/self/task").unwrap() {
-        let p = t.unwrap().path().join("schedstat");
-        if let Ok(s) = std::fs::read_to_string(p) {
-            total += s.split_whitespace().next().unwrap().parse::<u64>().unwrap();
+/// CPU seconds used by all threads of this process so far.
+fn cpu_seconds() -> f64 {
+    let mut ns = 0u64;
+    if let Ok(tasks) = std::fs::read_dir("/proc/self/task") {
+        for t in tasks.flatten() {
+            if let Ok(s) = std::fs::read_to_string(t.path().join("schedstat")) {
+                ns += s
+                    .split_whitespace()
+                    .next()
+                    .and_then(|v| v.parse::<u64>().ok())
+                    .unwrap_or(0);
+            }
         }
     }
-    total as f64 / 1e9
+    ns as f64 / 1e9
 }
 
-fn main() {
+fn main() -> Result<(), Box<dyn Error>> {
+    let url = std::env::var("FAKE_LLM_URL").map_err(|_| "set FAKE_LLM_URL")?;
+    let n: usize = std::env::var("N")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(2000);
     let rt = tokio::runtime::Builder::new_current_thread()
         .enable_all()
-        .build()
-        .unwrap();
+        .build()?;
     rt.block_on(async {
-        let url = std::env::var("FAKE_LLM_URL").unwrap();
-        let n: usize = std::env::var("N").ok().and_then(|v| v.parse().ok()).unwrap_or(2000);
         let mut msgs = vec![Message::user("[scenario:loop steps=20] go")];
         for i in 0..5 {
-            msgs.push(Message::new(Role::Assistant, vec![Content::FunctionCall(FunctionCall::new(format!("call_{i}_0"), "echo", &json!({"text":"hi"})))]));
-            msgs.push(Message::tool_result(FunctionResult{call_id: format!("call_{i}_0"), output: vec![Content::text("hi")], is_error: false}));
+            let id = format!("call_{i}_0");
+            msgs.push(Message::new(
+                Role::Assistant,
+                vec![Content::FunctionCall(FunctionCall::new(
+                    id.clone(),
+                    "echo",
+                    &json!({"text": "hi"}),
+                ))],
+            ));
+            msgs.push(Message::tool_result(FunctionResult {
+                call_id: id,
+                output: vec![Content::text("hi")],
+                is_error: false,
+            }));
         }
-        let o = ChatOptions { tools: vec![ToolSpec::new("echo", "Echo.", json!({"type":"object","properties":{"text":{"type":"string"}},"required":["text"]}))], ..Default::default() };
+        let o = ChatOptions {
+            tools: vec![ToolSpec::new(
+                "echo",
+                "Echo.",
+                json!({"type": "object", "properties": {"text": {"type": "string"}}, "required": ["text"]}),
+            )],
+            ..Default::default()
+        };
         let (fk, ck) = (Kwargs::new(), Kwargs::new());
-        let only_plain_chat = std::env::var("ONLY").is_ok();
         for api in [Api::ChatCompletions, Api::Responses] {
-            if only_plain_chat && api == Api::Responses { continue; }
-            let mut b = OpenAIClient::builder().base_url(&url).model("fake-model").api(api);
-            if std::env::var("PLAIN_HTTP").is_ok() {
-                let _ = rustls::crypto::ring::default_provider().install_default();
-                b = b.http_client(reqwest::Client::builder().build().unwrap());
-            }
-            let c = b.build().unwrap();
+            let c = OpenAIClient::builder()
+                .base_url(&url)
+                .model("fake-model")
+                .api(api)
+                .build()?;
             for stream in [false, true] {
-                if only_plain_chat && stream { continue; }
-                for _ in 0..50 { let _ = c.get_response(&msgs, &o, &fk, &ck).await.unwrap(); }
-                let t0 = cpu();
-                let w0 = std::time::Instant::now();
+                for _ in 0..50 {
+                    c.get_response(&msgs, &o, &fk, &ck).await?;
+                }
+                let (cpu0, wall0) = (cpu_seconds(), std::time::Instant::now());
                 for _ in 0..n {
                     if stream {
                         let mut s = c.get_streaming_response(&msgs, &o, &fk, &ck);
-                        while let Some(u) = s.next().await { u.unwrap(); }
+                        while let Some(u) = s.next().await {
+                            u?;
+                        }
                     } else {
-                        let r = c.get_response(&msgs, &o, &fk, &ck).await.unwrap();
-                        assert!(r.function_calls().count() == 1);
+                        c.get_response(&msgs, &o, &fk, &ck).await?;
                     }
                 }
-                let dt = cpu() - t0;
-                println!("{api:?} stream={stream}: {:.4} ms CPU/call, {:.3} ms wall/call", dt * 1000.0 / n as f64, w0.elapsed().as_secs_f64()*1000.0/n as f64);
+                let cpu = cpu_seconds() - cpu0;
+                println!(
+                    "{api:?} stream={stream}: {:.4} ms CPU/call, {:.3} ms wall/call",
+                    cpu * 1000.0 / n as f64,
+                    wall0.elapsed().as_secs_f64() * 1000.0 / n as f64
+                );
             }
         }
-    });
+        Ok(())
+    })
 }

@@ -989,3 +989,21 @@ async fn tool_result_images_are_not_lost() {
     );
     assert_eq!(items[4]["output"], "second");
 }
+
+#[tokio::test]
+async fn stream_usage_can_be_turned_off_and_builder_debug_hides_the_key() {
+    let server =
+        TestServer::scripted(vec![Reply::sse(&chat_sse(&Turn::text("ok"), false), &[9])]).await;
+    let b = OpenAIClient::builder()
+        .api_key(KEY)
+        .base_url(server.url())
+        .model("m")
+        .stream_usage(false);
+    assert!(!format!("{b:?}").contains("SECRET"));
+    let c = b.build().unwrap();
+    let (r, _) = fold(&c, &[Message::user("go")], &ChatOptions::default()).await;
+    assert_eq!(r.text_content(), "ok");
+    let body = server.requests()[0].json();
+    assert_eq!(body["stream"], true);
+    assert!(body.get("stream_options").is_none());
+}

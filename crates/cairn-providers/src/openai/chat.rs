@@ -24,6 +24,8 @@ pub(crate) struct ChatRequest<'a> {
     pub(crate) messages: &'a [Message],
     pub(crate) options: &'a ChatOptions,
     pub(crate) stream: bool,
+    /// Whether a stream asks for usage.
+    pub(crate) stream_usage: bool,
     pub(crate) extras: Extras<'a>,
     /// `max_completion_tokens` (OpenAI) or `max_tokens` (older compatible servers).
     pub(crate) max_tokens_field: &'static str,
@@ -87,6 +89,8 @@ impl Serialize for ChatRequest<'_> {
         }
         if self.stream {
             ex.put(&mut m, "stream", &true)?;
+        }
+        if self.stream && self.stream_usage {
             ex.put(
                 &mut m,
                 "stream_options",
@@ -710,6 +714,7 @@ mod perf_probe {
                 messages: &msgs,
                 options: &o,
                 stream: false,
+                stream_usage: true,
                 extras: Extras {
                     props: &props,
                     body: None,

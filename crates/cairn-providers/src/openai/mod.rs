@@ -15,6 +15,23 @@
 //! # Ok(()) }
 //! ```
 //!
+//! # Wire mapping
+//!
+//! - `ChatOptions::instructions` become the first `system` message (chat completions) or the
+//!   `instructions` field (Responses).
+//! - Assistant function calls become `tool_calls` / `function_call` items; each function result
+//!   becomes one `tool` message / `function_call_output` item. Images returned by tools follow
+//!   the tool messages as a user message (chat completions only allows text there).
+//! - Images are `image_url` / `input_image` parts. Reasoning from earlier turns is not resent.
+//! - Tools are sent as `{"type":"function","function":{…}}` (chat) or flat (Responses, with
+//!   `strict: false`); `tool_choice` and `parallel_tool_calls` only when there are tools.
+//! - `response_format` holding a bare JSON schema is sent as a strict `json_schema` format (the
+//!   schema rewritten with `cairn_core::schema::to_strict`); a value already in the API's shape
+//!   is sent as it is.
+//! - `ChatOptions::additional_properties` are merged into the body and replace fields of the
+//!   same name. Streams ask for usage (`stream_options.include_usage`, chat completions).
+//! - The Responses API has no `stop` or `seed`; they are not sent there.
+//!
 //! # Client kwargs
 //!
 //! The client-kwargs bucket of a call may carry:
@@ -115,6 +132,7 @@ pub struct OpenAIClientBuilder {
     http: Option<reqwest::Client>,
     provider: String,
     legacy_max_tokens: bool,
+    stream_usage: bool,
 }
 
 impl Default for OpenAIClientBuilder {
@@ -131,6 +149,7 @@ impl Default for OpenAIClientBuilder {
             http: None,
             provider: "openai".to_owned(),
             legacy_max_tokens: false,
+            stream_usage: true,
         }
     }
 }
@@ -268,6 +287,14 @@ impl OpenAIClientBuilder {
         self
     }
 
+    /// Whether streaming chat-completion requests ask for usage
+    /// (`stream_options.include_usage`, default true). Turn it off for servers that reject
+    /// `stream_options`.
+    pub fn stream_usage(mut self, yes: bool) -> Self {
+        self.stream_usage = yes;
+        self
+    }
+
     /// Builds the client.
     ///
     /// Fails with [`ChatErrorKind::Config`] on an invalid base URL or header.
@@ -336,6 +363,7 @@ impl OpenAIClientBuilder {
                 } else {
                     "max_completion_tokens"
                 },
+                stream_usage: self.stream_usage,
             }),
         })
     }
@@ -366,6 +394,7 @@ struct Inner {
     retry: RetryPolicy,
     provider: String,
     max_tokens_field: &'static str,
+    stream_usage: bool,
 }
 
 impl fmt::Debug for OpenAIClient {
@@ -437,6 +466,7 @@ impl OpenAIClient {
                 retry: i.retry,
                 provider: i.provider.clone(),
                 max_tokens_field: i.max_tokens_field,
+                stream_usage: i.stream_usage,
             }),
         }
     }
@@ -555,6 +585,7 @@ impl Inner {
                     messages,
                     options,
                     stream,
+                    stream_usage: self.stream_usage,
                     extras,
                     max_tokens_field: self.max_tokens_field,
                 }),
