@@ -17,8 +17,51 @@ use support::*;
 
 const KEY: &str = "sk-test-SECRET-0123456789";
 
+thread_local! {
+    /// Whether this test thread's clients use reqwest instead of the built-in HTTP/1.1 client.
+    static USE_REQWEST: std::cell::Cell<bool> = const { std::cell::Cell::new(false) };
+}
+
+fn builder() -> cairn_providers::OpenAIClientBuilder {
+    OpenAIClient::builder().builtin_http1(!USE_REQWEST.with(|c| c.get()))
+}
+
+/// Runs an async test body once per transport.
+macro_rules! both_transports {
+    ($($name:ident),* $(,)?) => {$(
+        mod $name {
+            #[tokio::test]
+            async fn builtin_http1() {
+                super::USE_REQWEST.with(|c| c.set(false));
+                super::$name().await
+            }
+            #[tokio::test]
+            async fn reqwest() {
+                super::USE_REQWEST.with(|c| c.set(true));
+                super::$name().await
+            }
+        }
+    )*};
+}
+
+both_transports!(
+    chat_request_has_the_expected_wire_shape,
+    responses_request_has_the_expected_wire_shape,
+    streaming_requests_ask_for_usage_and_sse,
+    chat_stream_equals_plain_response,
+    responses_stream_equals_plain_response,
+    stream_cut_off_midway_is_interrupted,
+    malformed_json_is_a_decode_error,
+    rate_limited_then_success_honours_retry_after,
+    retries_are_bounded,
+    context_overflow_is_distinct_and_not_retried,
+    auth_error_never_shows_the_key,
+    connect_errors_and_timeouts,
+    in_stream_errors_are_typed,
+);
+
 fn client(server: &TestServer, api: Api) -> OpenAIClient {
-    OpenAIClient::builder()
+    builder()
         .api_key(KEY)
         .base_url(server.url())
         .model("m-1")
@@ -144,7 +187,6 @@ async fn fold(
     (a.finish(), events)
 }
 
-#[tokio::test]
 async fn chat_request_has_the_expected_wire_shape() {
     let server = TestServer::scripted(vec![Reply::ok(chat_json(&Turn::text("ok")))]).await;
     let c = client(&server, Api::ChatCompletions);
@@ -199,7 +241,6 @@ async fn chat_request_has_the_expected_wire_shape() {
     );
 }
 
-#[tokio::test]
 async fn responses_request_has_the_expected_wire_shape() {
     let server = TestServer::scripted(vec![Reply::ok(responses_json(&Turn::text("ok")))]).await;
     let c = client(&server, Api::Responses);
@@ -242,7 +283,6 @@ async fn responses_request_has_the_expected_wire_shape() {
     );
 }
 
-#[tokio::test]
 async fn streaming_requests_ask_for_usage_and_sse() {
     let server = TestServer::start(|r, _| {
         if r.path.ends_with("/responses") {
@@ -335,12 +375,10 @@ async fn check_stream_equals_plain(api: Api) {
     assert_eq!(server.requests().len(), 1 + SPLITS.len());
 }
 
-#[tokio::test]
 async fn chat_stream_equals_plain_response() {
     check_stream_equals_plain(Api::ChatCompletions).await;
 }
 
-#[tokio::test]
 async fn responses_stream_equals_plain_response() {
     check_stream_equals_plain(Api::Responses).await;
 }
@@ -362,7 +400,6 @@ async fn stream_error(c: &OpenAIClient) -> (Vec<UpdateEvent>, cairn_core::ChatEr
     panic!("no error; events: {events:?}");
 }
 
-#[tokio::test]
 async fn stream_cut_off_midway_is_interrupted() {
     for api in [Api::ChatCompletions, Api::Responses] {
         let turn = Turn::text("a fairly long answer that will be cut");
@@ -402,7 +439,6 @@ async fn stream_cut_off_midway_is_interrupted() {
     }
 }
 
-#[tokio::test]
 async fn malformed_json_is_a_decode_error() {
     let bad_chat = vec![
         chat_sse(&Turn::text("hi"), false)[0].clone(),
@@ -448,7 +484,6 @@ async fn malformed_json_is_a_decode_error() {
 const RATE_LIMIT: &str =
     r#"{"error":{"message":"Rate limit reached","type":"requests","code":"rate_limit_exceeded"}}"#;
 
-#[tokio::test]
 async fn rate_limited_then_success_honours_retry_after() {
     for api in [Api::ChatCompletions, Api::Responses] {
         for stream in [false, true] {
@@ -498,7 +533,6 @@ async fn rate_limited_then_success_honours_retry_after() {
     }
 }
 
-#[tokio::test]
 async fn retries_are_bounded() {
     let server = TestServer::scripted(vec![
         Reply::status(503, "upstream unavailable"),
@@ -524,7 +558,6 @@ async fn retries_are_bounded() {
     assert_eq!(server.requests().len(), 3);
 }
 
-#[tokio::test]
 async fn context_overflow_is_distinct_and_not_retried() {
     let openai = r#"{"error":{"message":"This model's maximum context length is 128000 tokens. However, your messages resulted in 130000 tokens.","type":"invalid_request_error","param":"messages","code":"context_length_exceeded"}}"#;
     let code_only = r#"{"error":{"message":"Input rejected.","type":"invalid_request_error","code":"context_length_exceeded"}}"#;
@@ -556,7 +589,6 @@ async fn context_overflow_is_distinct_and_not_retried() {
     }
 }
 
-#[tokio::test]
 async fn auth_error_never_shows_the_key() {
     let server = TestServer::scripted(vec![Reply::status(
         401,
@@ -588,14 +620,13 @@ async fn auth_error_never_shows_the_key() {
     assert!(e.to_string().contains("Incorrect API key"));
 }
 
-#[tokio::test]
 async fn connect_errors_and_timeouts() {
     // A port with nothing listening.
     let port = {
         let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
         l.local_addr().unwrap().port()
     };
-    let c = OpenAIClient::builder()
+    let c = builder()
         .base_url(format!("http://127.0.0.1:{port}/v1"))
         .model("m")
         .retry_policy(RetryPolicy {
@@ -629,7 +660,7 @@ async fn connect_errors_and_timeouts() {
         ),
     ])
     .await;
-    let c = OpenAIClient::builder()
+    let c = builder()
         .base_url(server.url())
         .model("m")
         .timeout(Duration::from_millis(200))
@@ -652,7 +683,7 @@ async fn connect_errors_and_timeouts() {
     assert_eq!(r.text_content(), "on time", "a timeout is retried");
     let c = c.with_api(Api::ChatCompletions);
     let started = Instant::now();
-    let e = OpenAIClient::builder()
+    let e = builder()
         .base_url(server.url())
         .model("m")
         .timeout(Duration::from_millis(200))
@@ -672,7 +703,6 @@ async fn connect_errors_and_timeouts() {
     drop(c);
 }
 
-#[tokio::test]
 async fn in_stream_errors_are_typed() {
     let failed = format!(
         "event: response.failed\ndata: {}\n\n",
@@ -868,17 +898,11 @@ async fn structured_output_and_choices() {
 
 #[test]
 fn builder_validates_and_describes() {
-    let e = OpenAIClient::builder()
-        .base_url("not a url")
-        .build()
-        .unwrap_err();
+    let e = builder().base_url("not a url").build().unwrap_err();
     assert_eq!(e.kind(), ChatErrorKind::Config);
-    let e = OpenAIClient::builder()
-        .base_url("ftp://x/v1")
-        .build()
-        .unwrap_err();
+    let e = builder().base_url("ftp://x/v1").build().unwrap_err();
     assert_eq!(e.kind(), ChatErrorKind::Config);
-    let c = OpenAIClient::builder()
+    let c = builder()
         .base_url("http://localhost:1/v1/")
         .model("x")
         .build()
@@ -891,10 +915,7 @@ fn builder_validates_and_describes() {
 #[tokio::test]
 async fn missing_model_is_a_config_error_and_no_key_sends_no_auth() {
     let server = TestServer::scripted(vec![Reply::ok(chat_json(&Turn::text("ok")))]).await;
-    let c = OpenAIClient::builder()
-        .base_url(server.url())
-        .build()
-        .unwrap();
+    let c = builder().base_url(server.url()).build().unwrap();
     let e = c
         .get_response(
             &[Message::user("go")],
@@ -994,7 +1015,7 @@ async fn tool_result_images_are_not_lost() {
 async fn stream_usage_can_be_turned_off_and_builder_debug_hides_the_key() {
     let server =
         TestServer::scripted(vec![Reply::sse(&chat_sse(&Turn::text("ok"), false), &[9])]).await;
-    let b = OpenAIClient::builder()
+    let b = builder()
         .api_key(KEY)
         .base_url(server.url())
         .model("m")

@@ -42,6 +42,7 @@
 //! Function-invocation kwargs are never sent.
 
 mod chat;
+mod http1;
 mod responses;
 mod retry;
 mod sse;
@@ -133,6 +134,7 @@ pub struct OpenAIClientBuilder {
     provider: String,
     legacy_max_tokens: bool,
     stream_usage: bool,
+    builtin_http1: bool,
 }
 
 impl Default for OpenAIClientBuilder {
@@ -150,6 +152,7 @@ impl Default for OpenAIClientBuilder {
             provider: "openai".to_owned(),
             legacy_max_tokens: false,
             stream_usage: true,
+            builtin_http1: true,
         }
     }
 }
@@ -295,6 +298,16 @@ impl OpenAIClientBuilder {
         self
     }
 
+    /// Whether plain `http://` servers are reached through cairn's built-in HTTP/1.1 client
+    /// (default true): pooled keep-alive connections and a fraction of the CPU per call of a
+    /// general-purpose client, which matters against local servers. It is not used for
+    /// `https://`, when an HTTP proxy is configured in the environment (`HTTP_PROXY`,
+    /// `ALL_PROXY`), or with [`http_client`](Self::http_client); `reqwest` is used then.
+    pub fn builtin_http1(mut self, yes: bool) -> Self {
+        self.builtin_http1 = yes;
+        self
+    }
+
     /// Builds the client.
     ///
     /// Fails with [`ChatErrorKind::Config`] on an invalid base URL or header.
@@ -339,14 +352,57 @@ impl OpenAIClientBuilder {
             headers.append(name, value);
         }
 
-        let http = match self.http {
-            Some(c) => c,
-            None => http_client(self.timeout, self.connect_timeout)?,
+        let raw = self.http.is_none()
+            && self.builtin_http1
+            && base_url.scheme() == "http"
+            && !proxy_in_env();
+        let transport = match (self.http, raw) {
+            (Some(c), _) => Transport::Reqwest(c),
+            (None, true) => {
+                let (host, port) = match (base_url.host(), base_url.port_or_known_default()) {
+                    (Some(url::Host::Domain(d)), Some(p)) => (d.to_owned(), p),
+                    (Some(url::Host::Ipv4(a)), Some(p)) => (a.to_string(), p),
+                    (Some(url::Host::Ipv6(a)), Some(p)) => (a.to_string(), p),
+                    _ => {
+                        return Err(config(format!(
+                            "the base URL {:?} has no host",
+                            self.base_url
+                        )));
+                    }
+                };
+                let mut head = Vec::with_capacity(256);
+                head.extend_from_slice(b"Host: ");
+                head.extend_from_slice(base_url.host_str().unwrap_or("").as_bytes());
+                if let Some(p) = base_url.port() {
+                    head.extend_from_slice(format!(":{p}").as_bytes());
+                }
+                head.extend_from_slice(b"\r\nContent-Type: application/json\r\n");
+                if let Some(a) = &auth {
+                    head.extend_from_slice(b"Authorization: ");
+                    head.extend_from_slice(a.as_bytes());
+                    head.extend_from_slice(b"\r\n");
+                }
+                for (n, v) in &headers {
+                    push_header(&mut head, n, v);
+                }
+                Transport::Raw {
+                    http: Arc::new(http1::Http1::new(
+                        host,
+                        port,
+                        self.connect_timeout,
+                        self.timeout,
+                    )),
+                    head,
+                    chat_path: path_of(&chat_url),
+                    responses_path: path_of(&responses_url),
+                }
+            }
+            (None, false) => Transport::Reqwest(http_client(self.timeout, self.connect_timeout)?),
         };
 
         Ok(OpenAIClient {
             inner: Arc::new(Inner {
-                http,
+                transport,
                 api_key: self.api_key,
                 auth,
                 headers,
@@ -380,8 +436,89 @@ pub struct OpenAIClient {
     inner: Arc<Inner>,
 }
 
+/// How requests reach the server.
+#[derive(Clone)]
+enum Transport {
+    /// `reqwest` (TLS, proxies, HTTP/2).
+    Reqwest(reqwest::Client),
+    /// The built-in HTTP/1.1 client for plain `http://`.
+    Raw {
+        http: Arc<http1::Http1>,
+        /// Pre-rendered header lines sent with every request (Host, Content-Type,
+        /// Authorization, configured headers).
+        head: Vec<u8>,
+        chat_path: String,
+        responses_path: String,
+    },
+}
+
+fn path_of(url: &Url) -> String {
+    match url.query() {
+        Some(q) => format!("{}?{q}", url.path()),
+        None => url.path().to_owned(),
+    }
+}
+
+fn push_header(out: &mut Vec<u8>, name: &HeaderName, value: &HeaderValue) {
+    out.extend_from_slice(name.as_str().as_bytes());
+    out.extend_from_slice(b": ");
+    out.extend_from_slice(value.as_bytes());
+    out.extend_from_slice(b"\r\n");
+}
+
+fn proxy_in_env() -> bool {
+    ["HTTP_PROXY", "http_proxy", "ALL_PROXY", "all_proxy"]
+        .iter()
+        .any(|v| std::env::var(v).is_ok_and(|x| !x.trim().is_empty()))
+}
+
+/// A response of either transport.
+enum Resp {
+    Reqwest(reqwest::Response),
+    Raw(http1::RawResponse),
+}
+
+fn raw_body_error(e: std::io::Error) -> ChatError {
+    let kind = match e.kind() {
+        std::io::ErrorKind::TimedOut => ChatErrorKind::Timeout,
+        std::io::ErrorKind::InvalidData => ChatErrorKind::Decode,
+        _ => ChatErrorKind::StreamInterrupted,
+    };
+    ChatError::new(kind, format!("reading the response failed: {e}")).with_source(e)
+}
+
+impl Resp {
+    fn status(&self) -> u16 {
+        match self {
+            Resp::Reqwest(r) => r.status().as_u16(),
+            Resp::Raw(r) => r.status(),
+        }
+    }
+
+    fn retry_after(&self) -> Option<Duration> {
+        match self {
+            Resp::Reqwest(r) => retry::retry_after(r.headers()),
+            Resp::Raw(r) => r.retry_after(),
+        }
+    }
+
+    async fn bytes(self) -> Result<Bytes, ChatError> {
+        match self {
+            Resp::Reqwest(r) => r.bytes().await.map_err(|e| transport_error(e, true)),
+            Resp::Raw(r) => r.bytes().await.map_err(raw_body_error),
+        }
+    }
+
+    async fn chunk(&mut self) -> Result<Option<Bytes>, ChatError> {
+        match self {
+            Resp::Reqwest(r) => r.chunk().await.map_err(|e| transport_error(e, true)),
+            Resp::Raw(r) => r.chunk().await.map_err(raw_body_error),
+        }
+    }
+}
+
 struct Inner {
-    http: reqwest::Client,
+    transport: Transport,
     api_key: Option<ApiKey>,
     auth: Option<HeaderValue>,
     headers: HeaderMap,
@@ -453,7 +590,7 @@ impl OpenAIClient {
         let i = &self.inner;
         OpenAIClient {
             inner: Arc::new(Inner {
-                http: i.http.clone(),
+                transport: i.transport.clone(),
                 api_key: i.api_key.clone(),
                 auth: i.auth.clone(),
                 headers: i.headers.clone(),
@@ -616,40 +753,68 @@ impl Inner {
     }
 
     /// Sends the request, retrying before the first byte of a successful response.
-    async fn send(&self, p: &Prepared, stream: bool) -> Result<reqwest::Response, ChatError> {
-        static JSON: HeaderValue = HeaderValue::from_static("application/json");
-        static SSE: HeaderValue = HeaderValue::from_static("text/event-stream");
+    async fn send(&self, p: &Prepared, stream: bool) -> Result<Resp, ChatError> {
+        let raw_request = match &self.transport {
+            Transport::Raw {
+                head,
+                chat_path,
+                responses_path,
+                ..
+            } => {
+                let path = match self.api {
+                    Api::ChatCompletions => chat_path,
+                    Api::Responses => responses_path,
+                };
+                let mut r = Vec::with_capacity(head.len() + path.len() + p.body.len() + 96);
+                r.extend_from_slice(b"POST ");
+                r.extend_from_slice(path.as_bytes());
+                r.extend_from_slice(b" HTTP/1.1\r\n");
+                r.extend_from_slice(head);
+                r.extend_from_slice(if stream {
+                    b"Accept: text/event-stream\r\n"
+                } else {
+                    b"Accept: application/json\r\n"
+                });
+                if let Some(h) = &p.extra_headers {
+                    for (n, v) in h {
+                        push_header(&mut r, n, v);
+                    }
+                }
+                r.extend_from_slice(b"Content-Length: ");
+                r.extend_from_slice(p.body.len().to_string().as_bytes());
+                r.extend_from_slice(b"\r\n\r\n");
+                r.extend_from_slice(&p.body);
+                Some(r)
+            }
+            Transport::Reqwest(_) => None,
+        };
         let mut attempt = 0u32;
         loop {
-            let mut req = self
-                .http
-                .post(p.url.clone())
-                .header(CONTENT_TYPE, JSON.clone())
-                .header(ACCEPT, if stream { SSE.clone() } else { JSON.clone() })
-                .body(p.body.clone());
-            if let Some(a) = &self.auth {
-                req = req.header(AUTHORIZATION, a.clone());
-            }
-            if !self.headers.is_empty() {
-                req = req.headers(self.headers.clone());
-            }
-            if let Some(h) = &p.extra_headers {
-                req = req.headers(h.clone());
-            }
-            if !stream {
-                req = req.timeout(self.timeout);
-            }
-            let (error, retry) = match req.send().await {
-                Ok(resp) if resp.status().is_success() => return Ok(resp),
+            let sent = match (&self.transport, &raw_request) {
+                (Transport::Raw { http, .. }, Some(req)) => http
+                    .send(req)
+                    .await
+                    .map(Resp::Raw)
+                    .map_err(|f| self.raw_failure(f)),
+                (Transport::Reqwest(http), _) => self
+                    .send_reqwest(http, p, stream)
+                    .await
+                    .map(Resp::Reqwest)
+                    .map_err(|e| transport_error(e, false)),
+                (Transport::Raw { .. }, None) => {
+                    return Err(ChatError::new(ChatErrorKind::Other, "no request was built"));
+                }
+            };
+            let (error, retry) = match sent {
+                Ok(resp) if (200..300).contains(&resp.status()) => return Ok(resp),
                 Ok(resp) => {
-                    let status = resp.status().as_u16();
-                    let ra = retry::retry_after(resp.headers());
+                    let status = resp.status();
+                    let ra = resp.retry_after();
                     let body = resp.bytes().await.unwrap_or_default();
                     let e = wire::status_error(status, &body, ra);
                     (e.error, e.retry)
                 }
                 Err(e) => {
-                    let e = transport_error(e, false);
                     let retry = matches!(e.kind(), ChatErrorKind::Connect | ChatErrorKind::Timeout);
                     (e, retry)
                 }
@@ -670,6 +835,60 @@ impl Inner {
         }
     }
 
+    fn raw_failure(&self, f: http1::Failure) -> ChatError {
+        match f {
+            http1::Failure::Connect(e) => ChatError::new(
+                ChatErrorKind::Connect,
+                format!("could not connect to {}: {e}", self.base_url),
+            )
+            .with_source(e),
+            http1::Failure::Send(e) => ChatError::new(
+                ChatErrorKind::Connect,
+                format!(
+                    "the connection to {} failed before a response: {e}",
+                    self.base_url
+                ),
+            )
+            .with_source(e),
+            http1::Failure::Protocol(m) => ChatError::new(ChatErrorKind::Decode, m),
+            http1::Failure::Timeout => ChatError::new(
+                ChatErrorKind::Timeout,
+                format!(
+                    "no response from {} within {:?}",
+                    self.base_url, self.timeout
+                ),
+            ),
+        }
+    }
+
+    async fn send_reqwest(
+        &self,
+        http: &reqwest::Client,
+        p: &Prepared,
+        stream: bool,
+    ) -> Result<reqwest::Response, reqwest::Error> {
+        static JSON: HeaderValue = HeaderValue::from_static("application/json");
+        static SSE: HeaderValue = HeaderValue::from_static("text/event-stream");
+        let mut req = http
+            .post(p.url.clone())
+            .header(CONTENT_TYPE, JSON.clone())
+            .header(ACCEPT, if stream { SSE.clone() } else { JSON.clone() })
+            .body(p.body.clone());
+        if let Some(a) = &self.auth {
+            req = req.header(AUTHORIZATION, a.clone());
+        }
+        if !self.headers.is_empty() {
+            req = req.headers(self.headers.clone());
+        }
+        if let Some(h) = &p.extra_headers {
+            req = req.headers(h.clone());
+        }
+        if !stream {
+            req = req.timeout(self.timeout);
+        }
+        req.send().await
+    }
+
     async fn complete(
         &self,
         messages: &[Message],
@@ -678,7 +897,7 @@ impl Inner {
     ) -> Result<ChatResponse, ChatError> {
         let p = self.prepare(messages, options, client_kwargs, false)?;
         let resp = self.send(&p, false).await?;
-        let body = resp.bytes().await.map_err(|e| transport_error(e, true))?;
+        let body = resp.bytes().await?;
         match self.api {
             Api::ChatCompletions => chat::parse_response(&body),
             Api::Responses => responses::parse_response(&body),
@@ -690,7 +909,7 @@ impl Inner {
         messages: &[Message],
         options: &ChatOptions,
         client_kwargs: &Kwargs,
-    ) -> Result<reqwest::Response, ChatError> {
+    ) -> Result<Resp, ChatError> {
         let p = self.prepare(messages, options, client_kwargs, true)?;
         self.send(&p, true).await
     }
@@ -698,7 +917,7 @@ impl Inner {
 
 /// The state of a streamed call between two items.
 struct Driver<D> {
-    resp: reqwest::Response,
+    resp: Resp,
     sse: SseParser,
     decoder: D,
     queue: VecDeque<ChatResponseUpdate>,
@@ -715,13 +934,13 @@ enum Phase {
 }
 
 enum StreamState<'a, D> {
-    Opening(BoxFuture<'a, Result<reqwest::Response, ChatError>>, D),
+    Opening(BoxFuture<'a, Result<Resp, ChatError>>, D),
     Running(Box<Driver<D>>),
     Finished,
 }
 
 fn drive<'a, D: StreamDecoder>(
-    open: BoxFuture<'a, Result<reqwest::Response, ChatError>>,
+    open: BoxFuture<'a, Result<Resp, ChatError>>,
     decoder: D,
 ) -> ChatStream<'a> {
     Box::pin(futures::stream::unfold(
@@ -780,7 +999,7 @@ fn drive<'a, D: StreamDecoder>(
                             d.phase = Phase::Done;
                         }
                         Err(e) => {
-                            d.error = Some(transport_error(e, true));
+                            d.error = Some(e);
                             d.phase = Phase::Done;
                         }
                     },

@@ -51,6 +51,9 @@ pub enum Reply {
     Sse { pieces: Vec<Vec<u8>>, cut: bool },
     /// Waits before answering with the inner reply.
     Delay(Duration, Box<Reply>),
+    /// Raw bytes of a whole HTTP response, written in these pieces (with a pause between
+    /// them); `close` closes the connection afterwards.
+    Raw { pieces: Vec<Vec<u8>>, close: bool },
 }
 
 impl Reply {
@@ -269,6 +272,17 @@ async fn serve_conn(
                 }
                 wr.write_all(b"0\r\n\r\n").await?;
                 wr.flush().await?;
+            }
+            Reply::Raw { pieces, close } => {
+                for p in pieces {
+                    wr.write_all(&p).await?;
+                    wr.flush().await?;
+                    tokio::time::sleep(Duration::from_millis(2)).await;
+                }
+                if close {
+                    wr.shutdown().await?;
+                    return Ok(());
+                }
             }
             Reply::Delay(..) => unreachable!(),
         }
