@@ -166,3 +166,32 @@ async fn context_overflow_from_fakellm() {
         assert_eq!(e.status(), Some(400));
     }
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn concurrent_sessions_share_the_pool() {
+    let Some(fake) = start(&[]) else { return };
+    for api in [Api::ChatCompletions, Api::Responses] {
+        let agent = Agent::builder(client(fake.port, api)).tool(echo()).build();
+        let runs = (0..40).map(|i| {
+            let agent = agent.clone();
+            async move {
+                let input = "[scenario:loop steps=5] go";
+                if i % 2 == 0 {
+                    agent.run(input).await.map(|r| r.function_calls().count())
+                } else {
+                    let mut s = agent.run(input).stream();
+                    let mut calls = 0;
+                    while let Some(u) = s.next().await {
+                        if let UpdateEvent::RunCompleted(r) = u.event {
+                            calls = r.function_calls().count();
+                        }
+                    }
+                    Ok(calls)
+                }
+            }
+        });
+        for r in futures::future::join_all(runs).await {
+            assert_eq!(r.unwrap(), 5, "{api:?}");
+        }
+    }
+}

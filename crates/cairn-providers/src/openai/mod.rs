@@ -32,6 +32,21 @@
 //!   same name. Streams ask for usage (`stream_options.include_usage`, chat completions).
 //! - The Responses API has no `stop` or `seed`; they are not sent there.
 //!
+//! # Transport
+//!
+//! Plain `http://` servers (local models, benchmarks' fake servers) are reached through a small
+//! built-in HTTP/1.1 client with pooled keep-alive connections, which spends a fraction of the
+//! CPU of a general-purpose client per call. `https://` servers, environments with an HTTP
+//! proxy, and clients given their own [`reqwest::Client`] use `reqwest` (rustls with the `ring`
+//! provider). [`OpenAIClientBuilder::builtin_http1`] turns the built-in client off.
+//!
+//! # Timeouts and retries
+//!
+//! The request timeout ([`OpenAIClientBuilder::timeout`], default 600 s) bounds every wait for
+//! the server (for the response head, and between two pieces of a body); with `reqwest` it also
+//! bounds a whole non-streaming call. Connection failures, timeouts, HTTP 408/429/5xx are
+//! retried ([`RetryPolicy`]) before the first byte of a successful response, never after.
+//!
 //! # Client kwargs
 //!
 //! The client-kwargs bucket of a call may carry:
@@ -239,8 +254,8 @@ impl OpenAIClientBuilder {
         self
     }
 
-    /// The request timeout: total time of a non-streaming call, and the longest silence
-    /// (no byte received) of a streaming one. Default 600 s.
+    /// The request timeout: the longest silence (no byte received) tolerated from the server;
+    /// over `reqwest` also the total time of a non-streaming call. Default 600 s.
     pub fn timeout(mut self, timeout: Duration) -> Self {
         self.timeout = timeout;
         self
