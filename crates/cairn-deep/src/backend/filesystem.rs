@@ -1,0 +1,404 @@
+//! [`FilesystemBackend`]: a real directory, and nothing outside it.
+
+use std::io::ErrorKind;
+use std::path::{Component, Path, PathBuf};
+
+use cairn_core::BoxFuture;
+use ignore::WalkBuilder;
+
+use super::search::{Grep, PathGlob};
+use super::{Backend, BackendRuntime, FileInfo, GrepQuery, GrepResult};
+use crate::error::BackendError;
+use crate::path::{join, normalize};
+
+/// Most paths a glob collects before it stops walking.
+const MAX_GLOB_RESULTS: usize = 10_000;
+
+/// Files in a directory of the host, the root. The virtual path `/x/y` is `<root>/x/y`.
+///
+/// Nothing outside the root is reachable: `..` cannot climb above `/`, `~` and Windows paths
+/// are refused, an absolute path is always taken as virtual (`/etc/passwd` is
+/// `<root>/etc/passwd`), and every existing path component is resolved (symlinks included) and
+/// must stay inside the canonical root; a symlink that leads out, or dangles, is refused.
+/// Walks (`glob`, `grep`) skip `.git`, honour `.gitignore`/`.ignore` files and do not follow
+/// symlinks out of the root. Files over [`max_file_size`](Self::max_file_size) (10 MB) are not
+/// read, and grep skips them.
+///
+/// The checks run before each operation; a process that swaps a directory for a symlink in
+/// between (a race) is outside this backend's threat model.
+///
+/// ```
+/// use cairn_deep::backend::{Backend, BackendRuntime, FilesystemBackend};
+/// # tokio::runtime::Builder::new_current_thread().build().unwrap().block_on(async {
+/// let dir = std::env::temp_dir().join(format!("cairn-doc-{}", std::process::id()));
+/// std::fs::create_dir_all(&dir).unwrap();
+/// let fs = FilesystemBackend::new(&dir).unwrap();
+/// assert!(fs.resolve("/../outside").is_err());
+/// assert!(fs.resolve("/etc/passwd").unwrap().starts_with(fs.root()));
+/// # std::fs::remove_dir_all(&dir).unwrap();
+/// # });
+/// ```
+#[derive(Debug, Clone)]
+pub struct FilesystemBackend {
+    root: PathBuf,
+    max_file_bytes: u64,
+}
+
+impl FilesystemBackend {
+    /// A backend rooted at `root`, which must be an existing directory.
+    pub fn new(root: impl AsRef<Path>) -> Result<Self, BackendError> {
+        let root = std::fs::canonicalize(root.as_ref())?;
+        if !root.is_dir() {
+            return Err(BackendError::NotADirectory(root.display().to_string()));
+        }
+        Ok(FilesystemBackend {
+            root,
+            max_file_bytes: 10 * 1024 * 1024,
+        })
+    }
+
+    /// Files larger than this are not read (default 10 MB).
+    pub fn max_file_size(mut self, bytes: u64) -> Self {
+        self.max_file_bytes = bytes;
+        self
+    }
+
+    /// The canonical root directory.
+    pub fn root(&self) -> &Path {
+        &self.root
+    }
+
+    /// The host path of virtual `path`, checked to lie inside the root. Existing components
+    /// are canonicalized; components that do not exist yet are appended as they are (they
+    /// contain no `..`).
+    pub fn resolve(&self, path: &str) -> Result<PathBuf, BackendError> {
+        let norm = normalize(path)?;
+        let mut cur = self.root.clone();
+        let mut missing = false;
+        for seg in norm.split('/').filter(|s| !s.is_empty()) {
+            let next = cur.join(seg);
+            if missing {
+                cur = next;
+                continue;
+            }
+            match std::fs::symlink_metadata(&next) {
+                Ok(md) if md.file_type().is_symlink() => {
+                    let target = std::fs::canonicalize(&next).map_err(|_| {
+                        BackendError::invalid_path(
+                            path,
+                            "it goes through a broken symlink. Use another path",
+                        )
+                    })?;
+                    if !target.starts_with(&self.root) {
+                        return Err(BackendError::invalid_path(
+                            path,
+                            "it goes through a symlink that leads outside the workspace. Use another path",
+                        ));
+                    }
+                    cur = target;
+                }
+                Ok(_) => cur = next,
+                Err(e) if e.kind() == ErrorKind::NotFound => {
+                    missing = true;
+                    cur = next;
+                }
+                Err(e) if e.kind() == ErrorKind::NotADirectory => {
+                    return Err(BackendError::NotADirectory(crate::path::parent(&norm).into()));
+                }
+                Err(e) => return Err(BackendError::Io(e)),
+            }
+        }
+        // Defence in depth: the result never has `..` and must be under the root.
+        if !cur.starts_with(&self.root) || cur.components().any(|c| c == Component::ParentDir) {
+            return Err(BackendError::invalid_path(path, "it leaves the workspace"));
+        }
+        Ok(cur)
+    }
+
+    /// The virtual path of a host path inside the root.
+    fn to_virtual(&self, host: &Path) -> String {
+        let rel = host.strip_prefix(&self.root).unwrap_or(host);
+        let parts: Vec<String> = rel
+            .components()
+            .filter_map(|c| match c {
+                Component::Normal(s) => Some(s.to_string_lossy().into_owned()),
+                _ => None,
+            })
+            .collect();
+        format!("/{}", parts.join("/"))
+    }
+
+    fn read_checked(&self, path: &str) -> Result<String, BackendError> {
+        let norm = normalize(path)?;
+        let host = self.resolve(&norm)?;
+        let md = match std::fs::metadata(&host) {
+            Ok(md) => md,
+            Err(e) if e.kind() == ErrorKind::NotFound => return Err(BackendError::NotFound(norm)),
+            Err(e) => return Err(e.into()),
+        };
+        if md.is_dir() {
+            return Err(BackendError::IsDirectory(norm));
+        }
+        if md.len() > self.max_file_bytes {
+            return Err(BackendError::TooLarge {
+                path: norm,
+                size: md.len(),
+                max: self.max_file_bytes,
+            });
+        }
+        let bytes = std::fs::read(&host)?;
+        if bytes.iter().take(8192).any(|b| *b == 0) {
+            return Err(BackendError::Binary(norm));
+        }
+        String::from_utf8(bytes).map_err(|_| BackendError::Binary(norm))
+    }
+
+    fn ls_sync(&self, path: &str) -> Result<Vec<FileInfo>, BackendError> {
+        let norm = normalize(path)?;
+        let host = self.resolve(&norm)?;
+        let md = match std::fs::metadata(&host) {
+            Ok(md) => md,
+            Err(e) if e.kind() == ErrorKind::NotFound => return Err(BackendError::NotFound(norm)),
+            Err(e) => return Err(e.into()),
+        };
+        if !md.is_dir() {
+            return Err(BackendError::NotADirectory(norm));
+        }
+        let mut out = Vec::new();
+        for entry in std::fs::read_dir(&host)? {
+            let entry = entry?;
+            let name = entry.file_name().to_string_lossy().into_owned();
+            let vpath = join(&norm, &name);
+            // Follows symlinks for the kind; a dangling one shows as a file.
+            match std::fs::metadata(entry.path()) {
+                Ok(m) if m.is_dir() => out.push(FileInfo::dir(vpath)),
+                Ok(m) => out.push(FileInfo::file(vpath, m.len())),
+                Err(_) => out.push(FileInfo::file(vpath, 0)),
+            }
+        }
+        out.sort_by(|a, b| a.path.cmp(&b.path));
+        Ok(out)
+    }
+
+    fn write_sync(&self, path: &str, content: &str) -> Result<(), BackendError> {
+        use std::io::Write;
+        let norm = normalize(path)?;
+        if norm == "/" {
+            return Err(BackendError::IsDirectory(norm));
+        }
+        let host = self.resolve(&norm)?;
+        if let Ok(md) = std::fs::symlink_metadata(&host) {
+            return Err(if md.is_dir() {
+                BackendError::IsDirectory(norm)
+            } else {
+                BackendError::AlreadyExists(norm)
+            });
+        }
+        if let Some(parent) = host.parent() {
+            std::fs::create_dir_all(parent).map_err(|e| match e.kind() {
+                ErrorKind::NotADirectory | ErrorKind::AlreadyExists => {
+                    BackendError::NotADirectory(crate::path::parent(&norm).to_owned())
+                }
+                _ => BackendError::Io(e),
+            })?;
+        }
+        // `create_new` fails on anything already there, a symlink included.
+        let mut f = std::fs::OpenOptions::new()
+            .write(true)
+            .create_new(true)
+            .open(&host)
+            .map_err(|e| match e.kind() {
+                ErrorKind::AlreadyExists => BackendError::AlreadyExists(norm.clone()),
+                _ => BackendError::Io(e),
+            })?;
+        f.write_all(content.as_bytes())?;
+        Ok(())
+    }
+
+    fn edit_sync(
+        &self,
+        path: &str,
+        old: &str,
+        new: &str,
+        replace_all: bool,
+    ) -> Result<usize, BackendError> {
+        let norm = normalize(path)?;
+        let content = self.read_checked(&norm)?;
+        let (updated, n) = crate::format::replace(&norm, &content, old, new, replace_all)?;
+        std::fs::write(self.resolve(&norm)?, updated)?;
+        Ok(n)
+    }
+
+    fn walker(&self, dir: &Path) -> ignore::Walk {
+        WalkBuilder::new(dir)
+            .standard_filters(false)
+            .git_ignore(true)
+            .ignore(true)
+            .require_git(false)
+            .parents(false)
+            .follow_links(false)
+            .sort_by_file_name(|a, b| a.cmp(b))
+            .filter_entry(|e| e.file_name() != ".git")
+            .build()
+    }
+
+    /// The files of a walk: regular files, and symlinks to files inside the root.
+    fn walk_files(&self, dir: &Path) -> impl Iterator<Item = PathBuf> + '_ {
+        self.walker(dir).filter_map(Result::ok).filter_map(|e| {
+            let ft = e.file_type()?;
+            if ft.is_file() {
+                Some(e.into_path())
+            } else if ft.is_symlink() {
+                let target = std::fs::canonicalize(e.path()).ok()?;
+                (target.starts_with(&self.root) && target.is_file()).then(|| e.into_path())
+            } else {
+                None
+            }
+        })
+    }
+
+    fn dir_checked(&self, path: &str) -> Result<(String, PathBuf), BackendError> {
+        let norm = normalize(path)?;
+        let host = self.resolve(&norm)?;
+        match std::fs::metadata(&host) {
+            Ok(md) if md.is_dir() => Ok((norm, host)),
+            Ok(_) => Err(BackendError::NotADirectory(norm)),
+            Err(e) if e.kind() == ErrorKind::NotFound => Err(BackendError::NotFound(norm)),
+            Err(e) => Err(e.into()),
+        }
+    }
+
+    fn glob_sync(&self, pattern: &str, path: &str) -> Result<Vec<String>, BackendError> {
+        let glob = PathGlob::new(pattern)?;
+        let (_, host) = self.dir_checked(path)?;
+        let mut out = Vec::new();
+        for file in self.walk_files(&host) {
+            let rel = rel_string(&file, &host);
+            if glob.is_match(&rel) {
+                out.push(self.to_virtual(&file));
+                if out.len() >= MAX_GLOB_RESULTS {
+                    break;
+                }
+            }
+        }
+        out.sort();
+        Ok(out)
+    }
+
+    fn grep_sync(&self, query: &GrepQuery) -> Result<GrepResult, BackendError> {
+        let filter = query.glob.as_deref().map(PathGlob::new).transpose()?;
+        let mut grep = Grep::new(query)?;
+        let norm = normalize(query.path.as_deref().unwrap_or("/"))?;
+        let host = self.resolve(&norm)?;
+        let md = match std::fs::metadata(&host) {
+            Ok(md) => md,
+            Err(e) if e.kind() == ErrorKind::NotFound => return Err(BackendError::NotFound(norm)),
+            Err(e) => return Err(e.into()),
+        };
+        if md.is_file() {
+            let name = norm.rsplit('/').next().unwrap_or("");
+            if filter.as_ref().is_none_or(|g| g.is_match(name)) && md.len() <= self.max_file_bytes
+            {
+                grep.search_file(&norm, &host)?;
+            }
+            return Ok(grep.finish());
+        }
+        for file in self.walk_files(&host) {
+            if grep.is_full() {
+                break;
+            }
+            let rel = rel_string(&file, &host);
+            if filter.as_ref().is_some_and(|g| !g.is_match(&rel)) {
+                continue;
+            }
+            if std::fs::metadata(&file).map(|m| m.len() > self.max_file_bytes).unwrap_or(true) {
+                continue;
+            }
+            // An unreadable file is skipped, not fatal.
+            let _ = grep.search_file(&self.to_virtual(&file), &file);
+        }
+        Ok(grep.finish())
+    }
+}
+
+fn rel_string(file: &Path, base: &Path) -> String {
+    let rel = file.strip_prefix(base).unwrap_or(file);
+    rel.components()
+        .filter_map(|c| match c {
+            Component::Normal(s) => Some(s.to_string_lossy().into_owned()),
+            _ => None,
+        })
+        .collect::<Vec<_>>()
+        .join("/")
+}
+
+/// Runs blocking file work off the async threads.
+async fn blocking<T: Send + 'static>(
+    f: impl FnOnce() -> Result<T, BackendError> + Send + 'static,
+) -> Result<T, BackendError> {
+    tokio::task::spawn_blocking(f)
+        .await
+        .map_err(|e| BackendError::Other(format!("file task failed: {e}")))?
+}
+
+impl Backend for FilesystemBackend {
+    fn ls<'a>(
+        &'a self,
+        _rt: &'a BackendRuntime,
+        path: &'a str,
+    ) -> BoxFuture<'a, Result<Vec<FileInfo>, BackendError>> {
+        let (me, path) = (self.clone(), path.to_owned());
+        Box::pin(blocking(move || me.ls_sync(&path)))
+    }
+
+    fn read_text<'a>(
+        &'a self,
+        _rt: &'a BackendRuntime,
+        path: &'a str,
+    ) -> BoxFuture<'a, Result<String, BackendError>> {
+        let (me, path) = (self.clone(), path.to_owned());
+        Box::pin(blocking(move || me.read_checked(&path)))
+    }
+
+    fn write<'a>(
+        &'a self,
+        _rt: &'a BackendRuntime,
+        path: &'a str,
+        content: &'a str,
+    ) -> BoxFuture<'a, Result<(), BackendError>> {
+        let (me, path, content) = (self.clone(), path.to_owned(), content.to_owned());
+        Box::pin(blocking(move || me.write_sync(&path, &content)))
+    }
+
+    fn edit<'a>(
+        &'a self,
+        _rt: &'a BackendRuntime,
+        path: &'a str,
+        old: &'a str,
+        new: &'a str,
+        replace_all: bool,
+    ) -> BoxFuture<'a, Result<usize, BackendError>> {
+        let me = self.clone();
+        let (path, old, new) = (path.to_owned(), old.to_owned(), new.to_owned());
+        Box::pin(blocking(move || me.edit_sync(&path, &old, &new, replace_all)))
+    }
+
+    fn glob<'a>(
+        &'a self,
+        _rt: &'a BackendRuntime,
+        pattern: &'a str,
+        path: &'a str,
+    ) -> BoxFuture<'a, Result<Vec<String>, BackendError>> {
+        let (me, pattern, path) = (self.clone(), pattern.to_owned(), path.to_owned());
+        Box::pin(blocking(move || me.glob_sync(&pattern, &path)))
+    }
+
+    fn grep<'a>(
+        &'a self,
+        _rt: &'a BackendRuntime,
+        query: &'a GrepQuery,
+    ) -> BoxFuture<'a, Result<GrepResult, BackendError>> {
+        let (me, query) = (self.clone(), query.clone());
+        Box::pin(blocking(move || me.grep_sync(&query)))
+    }
+}

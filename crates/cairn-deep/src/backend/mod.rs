@@ -1,0 +1,285 @@
+//! Backends: where the file tools read and write (SPEC R10.1).
+//!
+//! Every backend speaks absolute POSIX-style virtual paths (`/notes/a.md`), normalized by
+//! [`crate::path::normalize`] (`..` may not climb above `/`). Implementations:
+//!
+//! - [`StateBackend`]: files in the thread's session state (key `"files"`), gone with the thread;
+//! - [`StoreBackend`]: files as items of a [`Store`](cairn_core::Store) namespace, shared across
+//!   threads;
+//! - [`FilesystemBackend`]: a real directory; nothing outside it is reachable;
+//! - [`CompositeBackend`]: routes path prefixes (e.g. `/memories/`) to other backends;
+//! - [`LocalShellBackend`]: a [`FilesystemBackend`] that also runs shell commands
+//!   ([`Executor`]).
+//!
+//! **Writes never overwrite.** [`Backend::write`] creates a file and fails with
+//! [`BackendError::AlreadyExists`] when one is there: changes go through [`Backend::edit`], so a
+//! model cannot clobber a file (a memory, say) it has not read.
+
+use std::time::Duration;
+
+use cairn_core::{AgentSession, BoxFuture, Extensions, FunctionInvocationContext, SharedStore};
+use serde::{Deserialize, Serialize};
+
+use crate::error::BackendError;
+
+mod composite;
+mod filesystem;
+pub(crate) mod search;
+mod shell;
+mod state;
+mod store;
+pub(crate) mod virtual_fs;
+
+pub use composite::CompositeBackend;
+pub use filesystem::FilesystemBackend;
+pub use shell::{LocalShellBackend, ShellConfig};
+pub use state::{FILES_KEY, FileData, StateBackend};
+pub use store::StoreBackend;
+
+/// What a backend call may use from the run: the session and the typed extensions (a
+/// [`SharedStore`] among them). Build it from a tool's context with
+/// [`from_context`](Self::from_context).
+#[derive(Debug, Clone, Default)]
+pub struct BackendRuntime {
+    /// The run's session (the thread), if any.
+    pub session: Option<AgentSession>,
+    /// The run's typed values.
+    pub extensions: Extensions,
+}
+
+impl BackendRuntime {
+    /// A runtime with no session and no extensions.
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// The runtime of a tool call.
+    pub fn from_context(ctx: &FunctionInvocationContext) -> Self {
+        BackendRuntime {
+            session: ctx.session.clone(),
+            extensions: ctx.extensions.clone(),
+        }
+    }
+
+    /// With `session`.
+    pub fn with_session(mut self, session: &AgentSession) -> Self {
+        self.session = Some(session.clone());
+        self
+    }
+
+    /// With `store` as the run's [`SharedStore`].
+    pub fn with_store(mut self, store: SharedStore) -> Self {
+        self.extensions.insert(store);
+        self
+    }
+
+    /// The run's store, if one was installed in the extensions.
+    pub fn store(&self) -> Option<SharedStore> {
+        self.extensions.get::<SharedStore>().cloned()
+    }
+}
+
+/// One entry of a listing.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct FileInfo {
+    /// The full virtual path.
+    pub path: String,
+    /// Whether it is a directory.
+    pub is_dir: bool,
+    /// Size in bytes (files only).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub size: Option<u64>,
+}
+
+impl FileInfo {
+    /// A file entry.
+    pub fn file(path: impl Into<String>, size: u64) -> Self {
+        FileInfo {
+            path: path.into(),
+            is_dir: false,
+            size: Some(size),
+        }
+    }
+
+    /// A directory entry.
+    pub fn dir(path: impl Into<String>) -> Self {
+        FileInfo {
+            path: path.into(),
+            is_dir: true,
+            size: None,
+        }
+    }
+}
+
+/// A grep request.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct GrepQuery {
+    /// A regular expression (Rust `regex` syntax; it runs in linear time).
+    pub pattern: String,
+    /// The directory or file to search (default `/`).
+    pub path: Option<String>,
+    /// Only files matching this glob (same rules as [`Backend::glob`]).
+    pub glob: Option<String>,
+    /// Stop after this many matches in all.
+    pub max_matches: usize,
+    /// Stop after this many matches in one file (`Some(1)` when only file names are needed).
+    pub max_per_file: Option<u64>,
+}
+
+impl GrepQuery {
+    /// A query for `pattern` everywhere, at most 1,000 matches.
+    pub fn new(pattern: impl Into<String>) -> Self {
+        GrepQuery {
+            pattern: pattern.into(),
+            path: None,
+            glob: None,
+            max_matches: 1_000,
+            max_per_file: None,
+        }
+    }
+}
+
+/// One matching line.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct GrepMatch {
+    /// The file's full virtual path.
+    pub path: String,
+    /// The 1-based line number.
+    pub line: u64,
+    /// The line, without its line ending.
+    pub text: String,
+}
+
+/// What a grep found.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct GrepResult {
+    /// Matches, grouped by file (files in path order).
+    pub matches: Vec<GrepMatch>,
+    /// Whether the search stopped at `max_matches`.
+    pub truncated: bool,
+}
+
+/// The result of a command.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ExecOutput {
+    /// stdout, then stderr lines prefixed `[stderr] `.
+    pub output: String,
+    /// The exit code (`None` when a signal ended the process).
+    pub exit_code: Option<i32>,
+    /// Whether the output was cut at the backend's cap.
+    pub truncated: bool,
+}
+
+/// Something that runs shell commands.
+pub trait Executor: Send + Sync {
+    /// Runs `command`; `timeout` overrides the executor's default.
+    fn execute<'a>(
+        &'a self,
+        command: &'a str,
+        timeout: Option<Duration>,
+    ) -> BoxFuture<'a, Result<ExecOutput, BackendError>>;
+
+    /// The longest timeout a call may ask for.
+    fn max_timeout(&self) -> Duration {
+        Duration::from_secs(3_600)
+    }
+
+    /// The timeout when a call gives none.
+    fn default_timeout(&self) -> Duration {
+        Duration::from_secs(120)
+    }
+}
+
+/// A file API over some storage. All paths are virtual (`/dir/file`).
+///
+/// ```
+/// use cairn_deep::backend::{Backend, BackendRuntime, StateBackend};
+/// # tokio::runtime::Builder::new_current_thread().build().unwrap().block_on(async {
+/// let backend = StateBackend::new();
+/// let session = cairn_core::AgentSession::new();
+/// let rt = BackendRuntime::new().with_session(&session);
+/// backend.write(&rt, "/notes/a.md", "hello\n").await.unwrap();
+/// assert_eq!(backend.read(&rt, "/notes/a.md", 0, 10).await.unwrap(), "1\thello");
+/// assert!(session.state().contains_key("files"));
+/// # });
+/// ```
+pub trait Backend: Send + Sync + 'static {
+    /// The entries directly inside directory `path`, sorted by path.
+    fn ls<'a>(
+        &'a self,
+        rt: &'a BackendRuntime,
+        path: &'a str,
+    ) -> BoxFuture<'a, Result<Vec<FileInfo>, BackendError>>;
+
+    /// The whole text of file `path`. Not UTF-8 → [`BackendError::Binary`].
+    fn read_text<'a>(
+        &'a self,
+        rt: &'a BackendRuntime,
+        path: &'a str,
+    ) -> BoxFuture<'a, Result<String, BackendError>>;
+
+    /// Lines `offset..offset+limit` (0-based) of `path`, numbered, as
+    /// [`format::render_page`](crate::format::render_page) renders them.
+    fn read<'a>(
+        &'a self,
+        rt: &'a BackendRuntime,
+        path: &'a str,
+        offset: usize,
+        limit: usize,
+    ) -> BoxFuture<'a, Result<String, BackendError>> {
+        Box::pin(async move {
+            let path = crate::path::normalize(path)?;
+            let text = self.read_text(rt, &path).await?;
+            crate::format::render_page(&path, &text, offset, limit)
+        })
+    }
+
+    /// Creates file `path` (and its parent directories). An existing file is an error
+    /// ([`BackendError::AlreadyExists`]); change it with [`edit`](Self::edit).
+    fn write<'a>(
+        &'a self,
+        rt: &'a BackendRuntime,
+        path: &'a str,
+        content: &'a str,
+    ) -> BoxFuture<'a, Result<(), BackendError>>;
+
+    /// Replaces `old` by `new` in `path`: exactly one occurrence unless `replace_all`.
+    /// Returns the number of occurrences replaced.
+    fn edit<'a>(
+        &'a self,
+        rt: &'a BackendRuntime,
+        path: &'a str,
+        old: &'a str,
+        new: &'a str,
+        replace_all: bool,
+    ) -> BoxFuture<'a, Result<usize, BackendError>>;
+
+    /// Files under directory `path` matching `pattern`, sorted. A pattern without `/` matches
+    /// file names at any depth; one with `/` matches the path relative to `path`.
+    fn glob<'a>(
+        &'a self,
+        rt: &'a BackendRuntime,
+        pattern: &'a str,
+        path: &'a str,
+    ) -> BoxFuture<'a, Result<Vec<String>, BackendError>>;
+
+    /// Lines matching a regular expression.
+    fn grep<'a>(
+        &'a self,
+        rt: &'a BackendRuntime,
+        query: &'a GrepQuery,
+    ) -> BoxFuture<'a, Result<GrepResult, BackendError>>;
+
+    /// The command runner, when this backend can run commands.
+    fn as_executor(&self) -> Option<&dyn Executor> {
+        None
+    }
+
+    /// Whether [`as_executor`](Self::as_executor) is `Some`.
+    fn can_execute(&self) -> bool {
+        self.as_executor().is_some()
+    }
+}
+
+/// A shared, type-erased backend.
+pub type SharedBackend = std::sync::Arc<dyn Backend>;

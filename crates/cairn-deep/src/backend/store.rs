@@ -1,0 +1,240 @@
+//! [`StoreBackend`]: files as items of a [`Store`](cairn_core::Store) namespace.
+
+use std::sync::Arc;
+
+use cairn_core::{BoxFuture, SearchQuery, SharedStore};
+
+use super::state::{FileData, now_ms};
+use super::{Backend, BackendRuntime, FileInfo, GrepQuery, GrepResult, virtual_fs};
+use crate::error::BackendError;
+use crate::path::normalize;
+
+type NamespaceFn = dyn Fn(&BackendRuntime) -> Vec<String> + Send + Sync;
+
+/// Files kept in a [`Store`](cairn_core::Store), so they outlive the thread: each file is the
+/// item `namespace`/`path` with a [`FileData`] JSON value.
+///
+/// The store is the one given to [`with_store`](Self::with_store), else the run's
+/// [`SharedStore`] from the extensions. The namespace defaults to `["filesystem"]`; make it per
+/// user with [`namespace_fn`](Self::namespace_fn).
+///
+/// ```
+/// use std::sync::Arc;
+/// use cairn_core::InMemoryStore;
+/// use cairn_deep::backend::{Backend, BackendRuntime, StoreBackend};
+/// # tokio::runtime::Builder::new_current_thread().build().unwrap().block_on(async {
+/// let store = Arc::new(InMemoryStore::new());
+/// let backend = StoreBackend::new().with_store(store.clone()).namespace(["memories"]);
+/// let rt = BackendRuntime::new();
+/// backend.write(&rt, "/prefs.md", "brief answers").await.unwrap();
+/// let item = cairn_core::Store::get(&*store, &["memories".to_string()], "/prefs.md").await.unwrap();
+/// assert_eq!(item.unwrap().value["content"], "brief answers");
+/// # });
+/// ```
+#[derive(Clone)]
+pub struct StoreBackend {
+    store: Option<SharedStore>,
+    namespace: Arc<NamespaceFn>,
+}
+
+impl std::fmt::Debug for StoreBackend {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("StoreBackend")
+            .field("store", &self.store.is_some())
+            .finish_non_exhaustive()
+    }
+}
+
+impl Default for StoreBackend {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl StoreBackend {
+    /// A backend over the run's store, namespace `["filesystem"]`.
+    pub fn new() -> Self {
+        StoreBackend {
+            store: None,
+            namespace: Arc::new(|_| vec!["filesystem".to_owned()]),
+        }
+    }
+
+    /// Uses `store` instead of the run's.
+    pub fn with_store(mut self, store: SharedStore) -> Self {
+        self.store = Some(store);
+        self
+    }
+
+    /// A fixed namespace.
+    pub fn namespace<S: Into<String>>(mut self, ns: impl IntoIterator<Item = S>) -> Self {
+        let ns: Vec<String> = ns.into_iter().map(Into::into).collect();
+        self.namespace = Arc::new(move |_| ns.clone());
+        self
+    }
+
+    /// A namespace computed per call (for example from a user id in the extensions).
+    pub fn namespace_fn(
+        mut self,
+        f: impl Fn(&BackendRuntime) -> Vec<String> + Send + Sync + 'static,
+    ) -> Self {
+        self.namespace = Arc::new(f);
+        self
+    }
+
+    fn store(&self, rt: &BackendRuntime) -> Result<SharedStore, BackendError> {
+        self.store.clone().or_else(|| rt.store()).ok_or_else(|| {
+            BackendError::Unsupported(
+                "this path is backed by a store, but no store is configured. Use another path."
+                    .into(),
+            )
+        })
+    }
+
+    async fn all(
+        &self,
+        store: &SharedStore,
+        ns: &[String],
+    ) -> Result<Vec<(String, FileData)>, BackendError> {
+        let items = store.search(ns, SearchQuery::default()).await?;
+        Ok(items
+            .into_iter()
+            .filter(|i| i.namespace == ns)
+            .filter_map(|i| {
+                let data: FileData = serde_json::from_value(i.value).ok()?;
+                Some((i.key, data))
+            })
+            .collect())
+    }
+
+    async fn get(
+        &self,
+        store: &SharedStore,
+        ns: &[String],
+        path: &str,
+    ) -> Result<FileData, BackendError> {
+        if let Some(item) = store.get(ns, path).await?
+            && let Ok(data) = serde_json::from_value::<FileData>(item.value)
+        {
+            return Ok(data);
+        }
+        let all = self.all(store, ns).await?;
+        if virtual_fs::is_dir(all.iter().map(|(p, _)| p.as_str()), path) {
+            Err(BackendError::IsDirectory(path.to_owned()))
+        } else {
+            Err(BackendError::NotFound(path.to_owned()))
+        }
+    }
+
+    async fn put(
+        &self,
+        store: &SharedStore,
+        ns: &[String],
+        path: &str,
+        data: &FileData,
+    ) -> Result<(), BackendError> {
+        let v = serde_json::to_value(data).map_err(|e| BackendError::Other(e.to_string()))?;
+        store.put(ns, path, v).await?;
+        Ok(())
+    }
+}
+
+impl Backend for StoreBackend {
+    fn ls<'a>(
+        &'a self,
+        rt: &'a BackendRuntime,
+        path: &'a str,
+    ) -> BoxFuture<'a, Result<Vec<FileInfo>, BackendError>> {
+        Box::pin(async move {
+            let store = self.store(rt)?;
+            let ns = (self.namespace)(rt);
+            let all = self.all(&store, &ns).await?;
+            virtual_fs::ls(
+                all.iter()
+                    .map(|(p, f)| (p.as_str(), f.content.len() as u64)),
+                path,
+            )
+        })
+    }
+
+    fn read_text<'a>(
+        &'a self,
+        rt: &'a BackendRuntime,
+        path: &'a str,
+    ) -> BoxFuture<'a, Result<String, BackendError>> {
+        Box::pin(async move {
+            let path = normalize(path)?;
+            let store = self.store(rt)?;
+            let ns = (self.namespace)(rt);
+            Ok(self.get(&store, &ns, &path).await?.content)
+        })
+    }
+
+    fn write<'a>(
+        &'a self,
+        rt: &'a BackendRuntime,
+        path: &'a str,
+        content: &'a str,
+    ) -> BoxFuture<'a, Result<(), BackendError>> {
+        Box::pin(async move {
+            let path = normalize(path)?;
+            let store = self.store(rt)?;
+            let ns = (self.namespace)(rt);
+            let all = self.all(&store, &ns).await?;
+            virtual_fs::check_create(all.iter().map(|(p, _)| p.as_str()), &path)?;
+            self.put(&store, &ns, &path, &FileData::new(content)).await
+        })
+    }
+
+    fn edit<'a>(
+        &'a self,
+        rt: &'a BackendRuntime,
+        path: &'a str,
+        old: &'a str,
+        new: &'a str,
+        replace_all: bool,
+    ) -> BoxFuture<'a, Result<usize, BackendError>> {
+        Box::pin(async move {
+            let path = normalize(path)?;
+            let store = self.store(rt)?;
+            let ns = (self.namespace)(rt);
+            let mut data = self.get(&store, &ns, &path).await?;
+            let (updated, n) =
+                crate::format::replace(&path, &data.content, old, new, replace_all)?;
+            data.content = updated;
+            data.modified_at_ms = now_ms();
+            self.put(&store, &ns, &path, &data).await?;
+            Ok(n)
+        })
+    }
+
+    fn glob<'a>(
+        &'a self,
+        rt: &'a BackendRuntime,
+        pattern: &'a str,
+        path: &'a str,
+    ) -> BoxFuture<'a, Result<Vec<String>, BackendError>> {
+        Box::pin(async move {
+            let store = self.store(rt)?;
+            let ns = (self.namespace)(rt);
+            let all = self.all(&store, &ns).await?;
+            virtual_fs::glob(all.iter().map(|(p, _)| p.as_str()), pattern, path)
+        })
+    }
+
+    fn grep<'a>(
+        &'a self,
+        rt: &'a BackendRuntime,
+        query: &'a GrepQuery,
+    ) -> BoxFuture<'a, Result<GrepResult, BackendError>> {
+        Box::pin(async move {
+            let store = self.store(rt)?;
+            let ns = (self.namespace)(rt);
+            let all = self.all(&store, &ns).await?;
+            virtual_fs::grep(
+                all.iter().map(|(p, f)| (p.as_str(), f.content.as_str())),
+                query,
+            )
+        })
+    }
+}

@@ -1,0 +1,41 @@
+//! # cairn-deep
+//!
+//! The deep-agent harness of cairn, after LangChain Deep Agents. This part holds the
+//! **backends** (where files live: the thread's state, a [`Store`](cairn_core::Store), a real
+//! directory, or a routing composite of those; optionally a local shell) and the **built-in
+//! tools** over them (`ls`, `read_file`, `write_file`, `edit_file`, `glob`, `grep`, `execute`,
+//! `write_todos`).
+//!
+//! ```
+//! use std::sync::Arc;
+//! use cairn_core::{Agent, AgentSession, ChatResponse, testing::ScriptedClient};
+//! use cairn_deep::backend::StateBackend;
+//! use cairn_deep::tools::filesystem_tools;
+//! use serde_json::json;
+//!
+//! # tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap().block_on(async {
+//! let client = ScriptedClient::from_responses([
+//!     ChatResponse::tool_calls([("write_file", json!({"path": "/notes.md", "content": "hi\n"}))]),
+//!     ChatResponse::text("Saved."),
+//! ]);
+//! let agent = Agent::builder(client)
+//!     .tools(filesystem_tools(Arc::new(StateBackend::new())))
+//!     .build();
+//! let session = AgentSession::new();
+//! agent.run("Save a note").session(&session).await.unwrap();
+//! assert_eq!(StateBackend::files(session.state())["/notes.md"].content, "hi\n");
+//! # });
+//! ```
+
+pub mod backend;
+pub mod error;
+pub mod format;
+pub mod path;
+pub mod tools;
+
+pub use backend::{
+    Backend, BackendRuntime, CompositeBackend, Executor, FilesystemBackend, LocalShellBackend,
+    SharedBackend, StateBackend, StoreBackend,
+};
+pub use error::BackendError;
+pub use tools::{filesystem_tools, todo_tool};

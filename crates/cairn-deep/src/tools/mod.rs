@@ -1,0 +1,158 @@
+//! The built-in tools of the deep-agent harness (SPEC R5.5): `ls`, `read_file`, `write_file`,
+//! `edit_file`, `glob`, `grep`, `execute` over a [`Backend`](crate::backend::Backend), and
+//! `write_todos`.
+//!
+//! Each tool is a [`cairn_core::Tool`]; its parameter schema is derived with schemars from an
+//! input struct and compacted (no `format`, optional fields typed without `null`). Usage
+//! details live in the descriptions, kept short. Failures are `Error: …` results that say what
+//! to do next.
+
+use std::future::Future;
+use std::sync::Arc;
+
+use cairn_core::{
+    BoxFuture, FunctionInvocationContext, SharedTool, Tool, ToolError, ToolOutput, ToolSpec,
+};
+use schemars::JsonSchema;
+use serde::de::DeserializeOwned;
+use serde_json::Value;
+
+mod fs;
+mod todo;
+
+pub use fs::{
+    edit_file_tool, execute_tool, filesystem_tools, glob_tool, grep_tool, ls_tool,
+    read_file_tool, write_file_tool,
+};
+pub use todo::{TODOS_KEY, TodoItem, TodoStatus, TodoTool, TodoTurnGuard, todo_tool};
+
+type Handler = dyn Fn(FunctionInvocationContext) -> BoxFuture<'static, Result<ToolOutput, ToolError>>
+    + Send
+    + Sync;
+
+/// A built-in tool: a spec from an input type `A` and an async handler.
+pub(crate) struct Builtin {
+    spec: ToolSpec,
+    handler: Box<Handler>,
+}
+
+impl Builtin {
+    pub(crate) fn new<A, F, Fut>(name: &str, description: &str, f: F) -> Self
+    where
+        A: DeserializeOwned + JsonSchema + Send + 'static,
+        F: Fn(A, FunctionInvocationContext) -> Fut + Send + Sync + 'static,
+        Fut: Future<Output = ToolOutput> + Send + 'static,
+    {
+        let f = Arc::new(f);
+        let mut parameters = cairn_core::schema::schema_for::<A>();
+        compact_schema(&mut parameters);
+        Builtin {
+            spec: ToolSpec::new(name, description, parameters),
+            handler: Box::new(move |ctx| {
+                let f = Arc::clone(&f);
+                Box::pin(async move {
+                    let args: A = ctx.parse_arguments()?;
+                    Ok(f(args, ctx).await)
+                })
+            }),
+        }
+    }
+
+    pub(crate) fn shared(self) -> SharedTool {
+        Arc::new(self)
+    }
+}
+
+impl Tool for Builtin {
+    fn spec(&self) -> &ToolSpec {
+        &self.spec
+    }
+    fn invoke<'a>(
+        &'a self,
+        ctx: &'a FunctionInvocationContext,
+    ) -> BoxFuture<'a, Result<ToolOutput, ToolError>> {
+        (self.handler)(ctx.clone())
+    }
+}
+
+/// Shrinks a derived schema without changing what it accepts in practice: drops `format`
+/// (`uint`, …) and `minimum: 0` noise on integers, and types optional fields without `null`
+/// (they are simply left out of `required`).
+pub(crate) fn compact_schema(v: &mut Value) {
+    match v {
+        Value::Object(m) => {
+            m.remove("format");
+            for key in ["oneOf", "anyOf"] {
+                let consts: Option<Vec<Value>> = m.get(key).and_then(Value::as_array).map(|alts| {
+                    alts.iter().filter_map(|a| a.get("const").cloned()).collect()
+                });
+                let all_consts = m
+                    .get(key)
+                    .and_then(Value::as_array)
+                    .is_some_and(|alts| alts.iter().all(|a| a.get("const").is_some()));
+                if let Some(consts) = consts
+                    && all_consts
+                    && !consts.is_empty()
+                {
+                    m.remove(key);
+                    m.insert("type".into(), Value::String("string".into()));
+                    m.insert("enum".into(), Value::Array(consts));
+                }
+            }
+            if let Some(Value::Array(types)) = m.get("type") {
+                let non_null: Vec<Value> = types
+                    .iter()
+                    .filter(|t| t.as_str() != Some("null"))
+                    .cloned()
+                    .collect();
+                if non_null.len() == 1 {
+                    m.insert("type".into(), non_null[0].clone());
+                }
+            }
+            if let Some(Value::Array(any)) = m.get("anyOf") {
+                let non_null: Vec<Value> = any
+                    .iter()
+                    .filter(|s| s.get("type").and_then(Value::as_str) != Some("null"))
+                    .cloned()
+                    .collect();
+                if non_null.len() == 1
+                    && let Value::Object(inner) = &non_null[0]
+                {
+                    let inner = inner.clone();
+                    m.remove("anyOf");
+                    for (k, val) in inner {
+                        m.entry(k).or_insert(val);
+                    }
+                }
+            }
+            if m.get("type").and_then(Value::as_str) == Some("integer")
+                && m.get("minimum").and_then(Value::as_f64) == Some(0.0)
+            {
+                m.remove("minimum");
+            }
+            for (_, child) in m.iter_mut() {
+                compact_schema(child);
+            }
+        }
+        Value::Array(a) => a.iter_mut().for_each(compact_schema),
+        _ => {}
+    }
+}
+
+/// Total size in bytes of the JSON of `tools`' specs (name, description, parameters): what
+/// they cost in every model request.
+pub fn schema_size(tools: &[SharedTool]) -> usize {
+    tools
+        .iter()
+        .map(|t| {
+            let s = t.spec();
+            serde_json::json!({
+                "name": s.name,
+                "description": s.description,
+                "parameters": s.parameters,
+            })
+            .to_string()
+            .len()
+        })
+        .sum()
+}
