@@ -1,0 +1,490 @@
+//! [`LocalClient`]: the local model behind cairn's [`ChatClient`] trait.
+
+use cairn_core::{
+    BoxFuture, ChatClient, ChatError, ChatErrorKind, ChatOptions, ChatResponse, ChatResponseUpdate,
+    ChatStream, Content, FinishReason, FunctionCall, Kwargs, Message, Role, ToolChoice, ToolSpec,
+    UpdateEvent, Usage,
+};
+use std::collections::VecDeque;
+
+use futures::StreamExt;
+use tokio::sync::mpsc;
+
+use crate::engine::{GenerateRequest, Generation, LocalModel, Sampling, StopReason, ToolGrammar};
+use crate::error::LocalError;
+use crate::grammar::tool_call_grammar;
+use crate::parse::{constrained_head, parse_constrained, parse_reply, streamable_text};
+use crate::prompt::{RenderOptions, assistant_body, render};
+
+/// The suffix of a constrained call after its arguments.
+const CALL_TAIL: &str = "}\n</tool_call>";
+
+/// A [`ChatClient`] over a [`LocalModel`]. Cheap to clone; clones share the model, its worker and
+/// its KV cache (requests are served one at a time).
+///
+/// How a turn is run:
+/// - The prompt is rendered by cairn (see [`crate::prompt`]): instructions and the tool list in
+///   the system block, then the conversation. The tool list is rendered whenever tools are
+///   offered, even when the tool choice is `None`, so the system block stays byte-identical
+///   across turns and its KV entries are reused.
+/// - **Constrained turns** sample under a GBNF grammar built from the tools' schemas (see
+///   [`crate::grammar`]), so the reply is exactly one well-formed call of an offered tool. A turn is
+///   constrained when the tool choice is `Required` (all tools) or `Tool(name)` (that tool), and,
+///   with `Auto` under the default [`ToolGrammar::OnUserTurns`], when the last message is the
+///   user's: the agent must act on a new request.
+/// - **Free turns** (`Auto` after a tool result) let the model answer in prose; its reply is read
+///   by the lenient parser ([`crate::parse::parse_reply`]), which still picks up calls written
+///   as `<tool_call>` blocks, fenced JSON or bare JSON. This is how the agent finishes.
+/// - With `ToolChoice::None` the reply is text only; nothing is parsed as a call.
+///
+/// The model's raw output is remembered (keyed by the canonical rendering of the message cairn
+/// returns), so when the agent sends the conversation back, the assistant turn is rendered from
+/// the exact bytes the model produced and the KV cache prefix stays valid. Usage reports prompt
+/// tokens, generated tokens and `cached_input_tokens` (prompt tokens served from the KV cache).
+///
+/// Errors: a prompt longer than the context window is a [`ChatErrorKind::ContextOverflow`].
+#[derive(Debug, Clone)]
+pub struct LocalClient {
+    model: LocalModel,
+}
+
+/// How a prepared turn reads its output.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Mode {
+    Constrained,
+    Lenient,
+    TextOnly,
+}
+
+#[derive(Debug)]
+struct Prepared {
+    request: GenerateRequest,
+    mode: Mode,
+}
+
+impl LocalClient {
+    /// A client for a loaded model.
+    pub fn new(model: LocalModel) -> Self {
+        LocalClient { model }
+    }
+
+    /// The model.
+    pub fn model(&self) -> &LocalModel {
+        &self.model
+    }
+
+    /// The context window in tokens.
+    pub fn context_size(&self) -> usize {
+        self.model.context_size()
+    }
+
+    /// Tokens in `text` for this model.
+    pub fn count_tokens(&self, text: &str) -> usize {
+        self.model.count_tokens(text)
+    }
+
+    /// The exact prompt a request would send (useful to measure a harness's system prompt).
+    pub fn render_prompt(&self, messages: &[Message], options: &ChatOptions) -> String {
+        let raw = self.model.raw_replies().lock().ok();
+        render(
+            messages,
+            RenderOptions {
+                format: self.model.info().format,
+                instructions: options.instructions.as_deref(),
+                tools: &options.tools,
+                add_generation_prompt: true,
+            },
+            raw.as_deref(),
+        )
+    }
+
+    fn prepare(&self, messages: &[Message], options: &ChatOptions) -> Result<Prepared, ChatError> {
+        let cfg = self.model.config();
+        let choice = options.tool_choice.clone().unwrap_or_default();
+        let tools = &options.tools;
+        let last_is_user = messages
+            .iter()
+            .rev()
+            .find(|m| m.role != Role::System)
+            .is_some_and(|m| m.role == Role::User && m.function_results().next().is_none());
+        let constrained: Option<Vec<ToolSpec>> = if tools.is_empty() {
+            None
+        } else {
+            match &choice {
+                ToolChoice::None => None,
+                ToolChoice::Required => Some(tools.clone()),
+                ToolChoice::Tool(name) => {
+                    let t = tools.iter().find(|t| &t.name == name).ok_or_else(|| {
+                        ChatError::new(
+                            ChatErrorKind::Config,
+                            format!("tool_choice names `{name}`, which is not among the tools"),
+                        )
+                    })?;
+                    Some(vec![t.clone()])
+                }
+                ToolChoice::Auto => match cfg.tool_grammar {
+                    ToolGrammar::Always => Some(tools.clone()),
+                    ToolGrammar::OnUserTurns if last_is_user => Some(tools.clone()),
+                    _ => None,
+                },
+            }
+        };
+        let mode = if constrained.is_some() {
+            Mode::Constrained
+        } else if tools.is_empty() || choice == ToolChoice::None {
+            Mode::TextOnly
+        } else {
+            Mode::Lenient
+        };
+        let grammar = constrained.as_deref().and_then(tool_call_grammar);
+        let prompt = self.render_prompt(messages, options);
+        let temperature = options.temperature.unwrap_or(cfg.temperature);
+        let sampling = if temperature > 0.0 {
+            Sampling::Random {
+                temperature,
+                top_p: options.top_p,
+                seed: options.seed.map(|s| s as u32).unwrap_or(cfg.seed),
+            }
+        } else {
+            Sampling::Greedy
+        };
+        let max_tokens = options.max_tokens.unwrap_or(cfg.max_tokens);
+        Ok(Prepared {
+            request: GenerateRequest {
+                prompt,
+                grammar,
+                max_tokens,
+                sampling,
+                stop: options.stop.clone(),
+                stop_after: (mode == Mode::Constrained).then(|| "</tool_call>".to_owned()),
+            },
+            mode,
+        })
+    }
+
+    /// Renders and submits a turn; the receiver yields the pieces and the result.
+    fn start_turn(
+        &self,
+        messages: &[Message],
+        options: &ChatOptions,
+    ) -> Result<(Mode, mpsc::UnboundedReceiver<WorkerMsg>), ChatError> {
+        let prepared = self.prepare(messages, options)?;
+        let (tx, rx) = mpsc::unbounded_channel();
+        let piece_tx = tx.clone();
+        self.model
+            .generate_with(
+                prepared.request,
+                move |piece| piece_tx.send(WorkerMsg::Piece(piece.to_owned())).is_ok(),
+                move |result| {
+                    let _ = tx.send(WorkerMsg::Done(result));
+                },
+            )
+            .map_err(ChatError::from)?;
+        Ok((prepared.mode, rx))
+    }
+
+    fn model_name(&self) -> String {
+        self.model.info().name.clone()
+    }
+
+    fn remember(&self, canonical: String, raw: String) {
+        if let Ok(mut r) = self.model.raw_replies().lock() {
+            r.insert(canonical, raw);
+        }
+    }
+}
+
+enum WorkerMsg {
+    Piece(String),
+    Done(Result<Generation, LocalError>),
+}
+
+impl ChatClient for LocalClient {
+    fn get_response<'a>(
+        &'a self,
+        messages: &'a [Message],
+        options: &'a ChatOptions,
+        _function_invocation_kwargs: &'a Kwargs,
+        _client_kwargs: &'a Kwargs,
+    ) -> BoxFuture<'a, Result<ChatResponse, ChatError>> {
+        Box::pin(async move {
+            let (mode, mut rx) = self.start_turn(messages, options)?;
+            let mut decoder = TurnDecoder::new(mode, self.model_name());
+            let mut sink = Vec::new();
+            while let Some(msg) = rx.recv().await {
+                match msg {
+                    WorkerMsg::Piece(p) => {
+                        decoder.push(&p, &mut sink);
+                        sink.clear();
+                    }
+                    WorkerMsg::Done(result) => {
+                        let g = result.map_err(ChatError::from)?;
+                        let (response, canonical) = decoder.finish(&g, &mut sink);
+                        self.remember(canonical, g.text);
+                        return Ok(response);
+                    }
+                }
+            }
+            Err(LocalError::WorkerGone.into())
+        })
+    }
+
+    fn get_streaming_response<'a>(
+        &'a self,
+        messages: &'a [Message],
+        options: &'a ChatOptions,
+        _function_invocation_kwargs: &'a Kwargs,
+        _client_kwargs: &'a Kwargs,
+    ) -> ChatStream<'a> {
+        let state = StreamState {
+            client: self,
+            start: Some((messages, options)),
+            rx: None,
+            decoder: None,
+            queue: VecDeque::new(),
+        };
+        futures::stream::unfold(state, |mut st| async move {
+            loop {
+                if let Some(ev) = st.queue.pop_front() {
+                    return Some((Ok(ChatResponseUpdate::new(ev)), st));
+                }
+                if let Some((messages, options)) = st.start.take() {
+                    match st.client.start_turn(messages, options) {
+                        Ok((mode, rx)) => {
+                            st.rx = Some(rx);
+                            st.decoder = Some(TurnDecoder::new(mode, st.client.model_name()));
+                        }
+                        Err(e) => return Some((Err(e), st)),
+                    }
+                }
+                let rx = st.rx.as_mut()?;
+                let msg = rx.recv().await;
+                let mut out = Vec::new();
+                match msg {
+                    Some(WorkerMsg::Piece(p)) => {
+                        if let Some(d) = st.decoder.as_mut() {
+                            d.push(&p, &mut out);
+                        }
+                    }
+                    Some(WorkerMsg::Done(Ok(g))) => {
+                        st.rx = None;
+                        let decoder = st.decoder.take()?;
+                        let (_, canonical) = decoder.finish(&g, &mut out);
+                        st.client.remember(canonical, g.text);
+                    }
+                    Some(WorkerMsg::Done(Err(e))) => {
+                        st.rx = None;
+                        return Some((Err(e.into()), st));
+                    }
+                    None => {
+                        st.rx = None;
+                        return Some((Err(LocalError::WorkerGone.into()), st));
+                    }
+                }
+                st.queue.extend(out);
+            }
+        })
+        .boxed()
+    }
+
+    fn describe(&self) -> String {
+        format!("local:{}", self.model.info().name)
+    }
+}
+
+struct StreamState<'a> {
+    client: &'a LocalClient,
+    start: Option<(&'a [Message], &'a ChatOptions)>,
+    rx: Option<mpsc::UnboundedReceiver<WorkerMsg>>,
+    decoder: Option<TurnDecoder>,
+    queue: VecDeque<UpdateEvent>,
+}
+
+/// Folds a turn's raw text into updates and, at the end, the response.
+struct TurnDecoder {
+    mode: Mode,
+    model_name: String,
+    raw: String,
+    /// Bytes of the streamable text already sent (lenient/text modes).
+    text_sent: usize,
+    /// The call started in constrained mode: (call id, offset of the arguments in `raw`).
+    call: Option<(String, usize)>,
+    /// Bytes of the arguments already sent.
+    args_sent: usize,
+}
+
+fn new_call_id() -> String {
+    let id = uuid::Uuid::new_v4().simple().to_string();
+    format!("call_{}", &id[..12])
+}
+
+impl TurnDecoder {
+    fn new(mode: Mode, model_name: String) -> Self {
+        TurnDecoder {
+            mode,
+            model_name,
+            raw: String::new(),
+            text_sent: 0,
+            call: None,
+            args_sent: 0,
+        }
+    }
+
+    fn push(&mut self, piece: &str, out: &mut Vec<UpdateEvent>) {
+        self.raw.push_str(piece);
+        match self.mode {
+            Mode::Constrained => {
+                if self.call.is_none() {
+                    if let Some((name, off)) = constrained_head(&self.raw) {
+                        let id = new_call_id();
+                        out.push(UpdateEvent::ToolCallStart {
+                            index: 0,
+                            call_id: id.clone(),
+                            name,
+                        });
+                        self.call = Some((id, off));
+                    }
+                }
+                if let Some((_, off)) = &self.call {
+                    let start = off + self.args_sent;
+                    let end = self.raw.len().saturating_sub(CALL_TAIL.len());
+                    if end > start && self.raw.is_char_boundary(end) {
+                        out.push(UpdateEvent::ToolCallDelta {
+                            index: 0,
+                            arguments: self.raw[start..end].to_owned(),
+                        });
+                        self.args_sent += end - start;
+                    }
+                }
+            }
+            Mode::Lenient | Mode::TextOnly => {
+                let s = if self.mode == Mode::Lenient {
+                    streamable_text(&self.raw)
+                } else {
+                    self.raw.trim()
+                };
+                if s.len() > self.text_sent {
+                    out.push(UpdateEvent::TextDelta {
+                        text: s[self.text_sent..].to_owned(),
+                    });
+                    self.text_sent = s.len();
+                }
+            }
+        }
+    }
+
+    /// The final response, the updates not yet sent, and the canonical body of the message.
+    fn finish(self, g: &Generation, out: &mut Vec<UpdateEvent>) -> (ChatResponse, String) {
+        let mut contents = Vec::new();
+        let mut calls = Vec::new();
+        let truncated = g.stop == StopReason::Length;
+        match self.mode {
+            Mode::Constrained => match parse_constrained(&self.raw) {
+                Some(c) => {
+                    let (id, sent) = match &self.call {
+                        Some((id, _)) => (id.clone(), self.args_sent),
+                        None => (new_call_id(), 0),
+                    };
+                    if self.call.is_none() {
+                        out.push(UpdateEvent::ToolCallStart {
+                            index: 0,
+                            call_id: id.clone(),
+                            name: c.name.clone(),
+                        });
+                    }
+                    if c.arguments.len() > sent && c.arguments.is_char_boundary(sent) {
+                        out.push(UpdateEvent::ToolCallDelta {
+                            index: 0,
+                            arguments: c.arguments[sent..].to_owned(),
+                        });
+                    }
+                    calls.push(FunctionCall {
+                        call_id: id,
+                        name: c.name,
+                        arguments: c.arguments,
+                    });
+                }
+                None => {
+                    let t = self.raw.trim().to_owned();
+                    if !t.is_empty() {
+                        out.push(UpdateEvent::TextDelta { text: t.clone() });
+                        contents.push(Content::text(t));
+                    }
+                }
+            },
+            Mode::Lenient => {
+                let parsed = parse_reply(&self.raw);
+                let sent = &streamable_text(&self.raw)
+                    [..self.text_sent.min(streamable_text(&self.raw).len())];
+                if parsed.text.len() > sent.len() && parsed.text.starts_with(sent) {
+                    out.push(UpdateEvent::TextDelta {
+                        text: parsed.text[sent.len()..].to_owned(),
+                    });
+                }
+                if !parsed.text.is_empty() {
+                    contents.push(Content::text(parsed.text));
+                }
+                for (i, c) in parsed.calls.into_iter().enumerate() {
+                    let id = new_call_id();
+                    out.push(UpdateEvent::ToolCallStart {
+                        index: i,
+                        call_id: id.clone(),
+                        name: c.name.clone(),
+                    });
+                    out.push(UpdateEvent::ToolCallDelta {
+                        index: i,
+                        arguments: c.arguments.clone(),
+                    });
+                    calls.push(FunctionCall {
+                        call_id: id,
+                        name: c.name,
+                        arguments: c.arguments,
+                    });
+                }
+            }
+            Mode::TextOnly => {
+                let t = self.raw.trim().to_owned();
+                if t.len() > self.text_sent {
+                    out.push(UpdateEvent::TextDelta {
+                        text: t[self.text_sent..].to_owned(),
+                    });
+                }
+                if !t.is_empty() {
+                    contents.push(Content::text(t));
+                }
+            }
+        }
+        let has_calls = !calls.is_empty();
+        contents.extend(calls.into_iter().map(Content::FunctionCall));
+        let finish_reason = if truncated {
+            FinishReason::Length
+        } else if has_calls {
+            FinishReason::ToolCalls
+        } else {
+            FinishReason::Stop
+        };
+        let usage = Usage {
+            input_tokens: g.prompt_tokens as u64,
+            output_tokens: g.generated_tokens as u64,
+            cached_input_tokens: g.cached_tokens as u64,
+        };
+        out.push(UpdateEvent::Usage(usage));
+        out.push(UpdateEvent::Finished {
+            finish_reason: Some(finish_reason.clone()),
+            model: Some(self.model_name.clone()),
+            response_id: None,
+        });
+        let message = Message::new(Role::Assistant, contents);
+        let canonical = assistant_body(&message);
+        (
+            ChatResponse {
+                messages: vec![message],
+                finish_reason: Some(finish_reason),
+                usage: Some(usage),
+                model: Some(self.model_name),
+                response_id: None,
+            },
+            canonical,
+        )
+    }
+}
