@@ -744,11 +744,15 @@ async fn run_loop(
     let tools = merge_tools(&inner.tools, &ctx.tools);
     let specs: Vec<ToolSpec> = tools.iter().map(|t| t.spec().clone()).collect();
 
-    let mut conversation = match &ctx.session {
+    // The conversation is shared with each model call's context without copying: a chat
+    // middleware that edits `messages` gets its own copy (copy-on-write), so the stored
+    // conversation is never rewritten by what one call sends.
+    let mut conversation: Arc<Vec<Message>> = Arc::new(match &ctx.session {
         Some(s) => s.messages(),
         None => Vec::new(),
-    };
-    conversation.extend(ctx.messages.iter().cloned());
+    });
+    Arc::make_mut(&mut conversation).extend(ctx.messages.iter().cloned());
+    let produced_from = conversation.len();
 
     let env = CallEnv {
         kwargs: ctx.function_invocation_kwargs.clone(),
@@ -783,7 +787,7 @@ async fn run_loop(
         }
         let chat_ctx = ChatContext {
             agent_name: inner.name.clone(),
-            messages: conversation.clone(),
+            messages: Arc::clone(&conversation),
             options,
             client_kwargs: ctx.client_kwargs.clone(),
             session: ctx.session.clone(),
@@ -834,8 +838,7 @@ async fn run_loop(
                 produced.push(Message::assistant(LIMIT_REACHED_TEXT));
             }
         }
-        conversation.extend(produced.iter().cloned());
-        response.messages.extend(produced);
+        Arc::make_mut(&mut conversation).extend(produced);
         if chat_ctx.terminate {
             response.terminated = true;
             break;
@@ -860,9 +863,7 @@ async fn run_loop(
             any_error |= result.is_error;
             terminate |= stop;
             function_calls += 1;
-            let msg = Message::tool_result(result);
-            conversation.push(msg.clone());
-            response.messages.push(msg);
+            Arc::make_mut(&mut conversation).push(Message::tool_result(result));
         }
         if terminate {
             response.terminated = true;
@@ -884,6 +885,10 @@ async fn run_loop(
         }
         iteration += 1;
     }
+    response.messages = match Arc::try_unwrap(conversation) {
+        Ok(mut all) => all.split_off(produced_from),
+        Err(shared) => shared[produced_from..].to_vec(),
+    };
     ctx.result = Some(response);
     Ok(ctx)
 }

@@ -88,12 +88,17 @@ impl std::fmt::Debug for FunctionInvocationContext {
 /// Middleware may edit `messages` and `options` before `next` (the dynamic system prompt of SPEC
 /// R3.4 edits `options.instructions`), replace `result` after it, or set `result` without calling
 /// `next` to skip the model.
+///
+/// `messages` is shared with the agent's stored conversation: edit it with
+/// `Arc::make_mut(&mut ctx.messages)` (which copies it first) or replace it with a new `Arc`.
+/// Either way the change applies to this call only; the conversation the agent keeps is never
+/// rewritten by chat middleware.
 #[derive(Debug)]
 pub struct ChatContext {
     /// The agent's name.
     pub agent_name: Option<String>,
-    /// The conversation sent to the model.
-    pub messages: Vec<Message>,
+    /// The conversation sent to the model (copy-on-write; see above).
+    pub messages: std::sync::Arc<Vec<Message>>,
     /// The options of the call, tools included.
     pub options: ChatOptions,
     /// Values for the chat client.

@@ -855,3 +855,25 @@ async fn provider_errors_fail_the_run_with_a_typed_error() {
     let err = Agent::builder(other).build().run("hi").await.unwrap_err();
     assert!(err.as_chat().unwrap().is_retryable());
 }
+
+#[tokio::test]
+async fn chat_middleware_edits_apply_to_one_call_only() {
+    let client = loop_client(1, "echo", json!({"text": "x"}));
+    let agent = Agent::builder(client.clone())
+        .tool(echo_tool(Arc::default()))
+        .middleware(|mut ctx: ChatContext, next: ChatNext| async move {
+            // Send a trimmed view: drop everything before the last message.
+            let last = ctx.messages.last().cloned();
+            let view = Arc::make_mut(&mut ctx.messages);
+            view.clear();
+            view.extend(last);
+            next.run(ctx).await
+        })
+        .build();
+    let session = agent.create_session();
+    let r = agent.run("go").session(&session).await.unwrap();
+    assert!(client.requests().iter().all(|r| r.messages.len() == 1));
+    // What the agent keeps is the full conversation.
+    assert_eq!(r.messages.len(), 3, "call, result, answer");
+    assert_eq!(session.message_count(), 4);
+}
