@@ -858,7 +858,13 @@ async fn provider_errors_fail_the_run_with_a_typed_error() {
 
 #[tokio::test]
 async fn chat_middleware_edits_apply_to_one_call_only() {
-    let client = loop_client(1, "echo", json!({"text": "x"}));
+    let client = ScriptedClient::new(|req| {
+        Ok(if req.tool_results() == 0 {
+            ChatResponse::tool_calls([("echo", json!({"text": "x"}))])
+        } else {
+            ChatResponse::text("done")
+        })
+    });
     let agent = Agent::builder(client.clone())
         .tool(echo_tool(Arc::default()))
         .middleware(|mut ctx: ChatContext, next: ChatNext| async move {
