@@ -12,3 +12,6 @@
 //! ```
 
 pub use cairn_core::*;
+
+/// `#[tool]` and `#[tools]`: tools from ordinary functions and methods.
+pub use cairn_macros::{tool, tools};
