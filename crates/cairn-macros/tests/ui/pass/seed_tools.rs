@@ -36,4 +36,20 @@ fn main() {
         .build();
     assert_eq!(agent.tools().len(), 3);
     let _copy: notify::send_email = notify::send_email;
+
+    // A tool declared inside a function body.
+    #[derive(serde::Deserialize, schemars::JsonSchema)]
+    enum Mode {
+        Fast,
+        Slow,
+    }
+    /// Run locally.
+    #[cairn_macros::tool]
+    fn local(mode: Mode) -> &'static str {
+        match mode {
+            Mode::Fast => "fast",
+            Mode::Slow => "slow",
+        }
+    }
+    assert_eq!(cairn_core::Tool::spec(&local).name, "local");
 }
