@@ -71,7 +71,9 @@ pub enum BackendError {
         message: String,
     },
     /// The file exceeds the backend's size limit.
-    #[error("{path} is {size} bytes, over the {max}-byte limit. Use grep to find the parts you need.")]
+    #[error(
+        "{path} is {size} bytes, over the {max}-byte limit. Use grep to find the parts you need."
+    )]
     TooLarge {
         /// The file.
         path: String,

@@ -183,7 +183,17 @@ pub fn render_glob(pattern: &str, base: &str, paths: &[String]) -> String {
 }
 
 /// What `grep` prints.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, serde::Serialize, serde::Deserialize, schemars::JsonSchema)]
+#[derive(
+    Debug,
+    Clone,
+    Copy,
+    PartialEq,
+    Eq,
+    Default,
+    serde::Serialize,
+    serde::Deserialize,
+    schemars::JsonSchema,
+)]
 #[serde(rename_all = "snake_case")]
 pub enum GrepOutput {
     /// Paths of matching files.
@@ -281,7 +291,15 @@ mod tests {
             .lines()
             .map(|l| l.split('\t').next().unwrap_or("").trim())
             .collect();
-        assert_eq!(labels, ["1", "1.1", "1.2", "[lines 1-1 of 2; continue with offset=1]"]);
+        assert_eq!(
+            labels,
+            [
+                "1",
+                "1.1",
+                "1.2",
+                "[lines 1-1 of 2; continue with offset=1]"
+            ]
+        );
         assert_eq!(split_chars("héllo", 2), ["hé", "ll", "o"]);
     }
 }

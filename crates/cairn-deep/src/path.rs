@@ -61,7 +61,9 @@ pub fn parent(path: &str) -> &str {
 
 /// Whether normalized `path` is `dir` or lies below it.
 pub fn is_within(path: &str, dir: &str) -> bool {
-    dir == "/" || path == dir || (path.starts_with(dir) && path.as_bytes().get(dir.len()) == Some(&b'/'))
+    dir == "/"
+        || path == dir
+        || (path.starts_with(dir) && path.as_bytes().get(dir.len()) == Some(&b'/'))
 }
 
 /// `path` relative to `dir` (no leading `/`); `path` must be within `dir`.

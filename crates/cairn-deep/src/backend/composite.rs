@@ -130,12 +130,19 @@ impl CompositeBackend {
         })
     }
 
-    fn is_routed(&self, path: &str) -> bool {
-        self.routes.iter().any(|(p, _)| is_within(path, p))
+    /// The prefix of the route that owns full path `path` (`None`: the default).
+    fn owner(&self, path: &str) -> Option<&str> {
+        self.routes
+            .iter()
+            .find(|(p, _)| is_within(path, p))
+            .map(|(p, _)| p.as_str())
     }
 
     /// Routes strictly below directory `dir`.
-    fn routes_below<'a>(&'a self, dir: &'a str) -> impl Iterator<Item = &'a (String, SharedBackend)> {
+    fn routes_below<'a>(
+        &'a self,
+        dir: &'a str,
+    ) -> impl Iterator<Item = &'a (String, SharedBackend)> {
         self.routes
             .iter()
             .filter(move |(p, _)| p != dir && is_within(p, dir))
@@ -161,9 +168,7 @@ impl Backend for CompositeBackend {
                 e.path = t.full(&e.path);
             }
             // Entries the default has under a route are shadowed by the route.
-            if t.prefix.is_none() {
-                entries.retain(|e| !self.is_routed(&e.path) || self.routes.iter().any(|(p, _)| *p == e.path));
-            }
+            entries.retain(|e| self.owner(&e.path) == t.prefix);
             for (prefix, _) in &self.routes {
                 if parent(prefix) == dir {
                     entries.retain(|e| e.path != *prefix);
@@ -244,27 +249,21 @@ impl Backend for CompositeBackend {
     ) -> BoxFuture<'a, Result<Vec<String>, BackendError>> {
         Box::pin(async move {
             let t = self.target(path)?;
-            if t.prefix.is_some() {
-                let found = t
-                    .backend
-                    .glob(rt, pattern, &t.inner)
-                    .await
-                    .map_err(|e| e.map_path(|p| t.full(p)))?;
-                return Ok(found.iter().map(|p| t.full(p)).collect());
-            }
-            let base = t.inner.clone();
+            let base = t.full(&t.inner);
             let below: Vec<_> = self.routes_below(&base).collect();
-            let mut out = match self.default.glob(rt, pattern, &base).await {
-                Ok(v) => v,
+            let mut out = match t.backend.glob(rt, pattern, &t.inner).await {
+                Ok(v) => v.iter().map(|p| t.full(p)).collect(),
                 Err(BackendError::NotFound(_)) if !below.is_empty() => Vec::new(),
-                Err(e) => return Err(e),
+                Err(e) => return Err(e.map_path(|p| t.full(p))),
             };
-            out.retain(|p| !self.is_routed(p));
+            out.retain(|p: &String| self.owner(p) == t.prefix);
             let glob = PathGlob::new(pattern)?;
             for (prefix, backend) in below {
                 for inner in backend.glob(rt, "**", "/").await? {
                     let full = full_path(Some(prefix), &inner);
-                    if glob.is_match(relative_to(&full, &base)) {
+                    if self.owner(&full) == Some(prefix.as_str())
+                        && glob.is_match(relative_to(&full, &base))
+                    {
                         out.push(full);
                     }
                 }
@@ -282,36 +281,27 @@ impl Backend for CompositeBackend {
     ) -> BoxFuture<'a, Result<GrepResult, BackendError>> {
         Box::pin(async move {
             let t = self.target(query.path.as_deref().unwrap_or("/"))?;
-            if t.prefix.is_some() {
-                let q = GrepQuery {
-                    path: Some(t.inner.clone()),
-                    ..query.clone()
-                };
-                let mut r = t
-                    .backend
-                    .grep(rt, &q)
-                    .await
-                    .map_err(|e| e.map_path(|p| t.full(p)))?;
-                for m in &mut r.matches {
-                    m.path = t.full(&m.path);
-                }
-                return Ok(r);
-            }
-            let base = t.inner.clone();
+            let base = t.full(&t.inner);
             let below: Vec<_> = self.routes_below(&base).collect();
             let q = GrepQuery {
-                path: Some(base.clone()),
+                path: Some(t.inner.clone()),
                 ..query.clone()
             };
-            let mut result = match self.default.grep(rt, &q).await {
+            let mut result = match t.backend.grep(rt, &q).await {
                 Ok(r) => r,
                 Err(BackendError::NotFound(_)) if !below.is_empty() => GrepResult::default(),
-                Err(e) => return Err(e),
+                Err(e) => return Err(e.map_path(|p| t.full(p))),
             };
-            result.matches.retain(|m| !self.is_routed(&m.path));
-            // A glob with `/` is relative to `base`, so it is applied here after the search.
+            for m in &mut result.matches {
+                m.path = t.full(&m.path);
+            }
+            result.matches.retain(|m| self.owner(&m.path) == t.prefix);
+            // A glob with `/` is relative to `base`, so for routes below it is applied here.
             let filter = query.glob.as_deref().map(PathGlob::new).transpose()?;
-            let name_only = query.glob.as_deref().is_some_and(|g| !g.trim_start_matches('/').contains('/'));
+            let name_only = query
+                .glob
+                .as_deref()
+                .is_some_and(|g| !g.trim_start_matches('/').contains('/'));
             for (prefix, backend) in below {
                 let q = GrepQuery {
                     path: Some("/".to_owned()),
@@ -322,9 +312,10 @@ impl Backend for CompositeBackend {
                 result.truncated |= r.truncated;
                 for mut m in r.matches {
                     m.path = full_path(Some(prefix), &m.path);
-                    if filter
-                        .as_ref()
-                        .is_none_or(|g| g.is_match(relative_to(&m.path, &base)))
+                    if self.owner(&m.path) == Some(prefix.as_str())
+                        && filter
+                            .as_ref()
+                            .is_none_or(|g| g.is_match(relative_to(&m.path, &base)))
                     {
                         result.matches.push(m);
                     }

@@ -103,7 +103,9 @@ impl FilesystemBackend {
                     cur = next;
                 }
                 Err(e) if e.kind() == ErrorKind::NotADirectory => {
-                    return Err(BackendError::NotADirectory(crate::path::parent(&norm).into()));
+                    return Err(BackendError::NotADirectory(
+                        crate::path::parent(&norm).into(),
+                    ));
                 }
                 Err(e) => return Err(BackendError::Io(e)),
             }
@@ -297,8 +299,7 @@ impl FilesystemBackend {
         };
         if md.is_file() {
             let name = norm.rsplit('/').next().unwrap_or("");
-            if filter.as_ref().is_none_or(|g| g.is_match(name)) && md.len() <= self.max_file_bytes
-            {
+            if filter.as_ref().is_none_or(|g| g.is_match(name)) && md.len() <= self.max_file_bytes {
                 grep.search_file(&norm, &host)?;
             }
             return Ok(grep.finish());
@@ -311,7 +312,10 @@ impl FilesystemBackend {
             if filter.as_ref().is_some_and(|g| !g.is_match(&rel)) {
                 continue;
             }
-            if std::fs::metadata(&file).map(|m| m.len() > self.max_file_bytes).unwrap_or(true) {
+            if std::fs::metadata(&file)
+                .map(|m| m.len() > self.max_file_bytes)
+                .unwrap_or(true)
+            {
                 continue;
             }
             // An unreadable file is skipped, not fatal.
@@ -380,7 +384,9 @@ impl Backend for FilesystemBackend {
     ) -> BoxFuture<'a, Result<usize, BackendError>> {
         let me = self.clone();
         let (path, old, new) = (path.to_owned(), old.to_owned(), new.to_owned());
-        Box::pin(blocking(move || me.edit_sync(&path, &old, &new, replace_all)))
+        Box::pin(blocking(move || {
+            me.edit_sync(&path, &old, &new, replace_all)
+        }))
     }
 
     fn glob<'a>(

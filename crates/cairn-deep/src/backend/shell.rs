@@ -123,8 +123,11 @@ impl LocalShellBackend {
         let stdout = child.stdout.take();
         let stderr = child.stderr.take();
         let work = async {
-            let (out, err, status) =
-                tokio::join!(read_capped(stdout, cap), read_capped(stderr, cap), child.wait());
+            let (out, err, status) = tokio::join!(
+                read_capped(stdout, cap),
+                read_capped(stderr, cap),
+                child.wait()
+            );
             Ok::<_, std::io::Error>((out?, err?, status?))
         };
         match tokio::time::timeout(timeout, work).await {

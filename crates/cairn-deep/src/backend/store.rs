@@ -199,8 +199,7 @@ impl Backend for StoreBackend {
             let store = self.store(rt)?;
             let ns = (self.namespace)(rt);
             let mut data = self.get(&store, &ns, &path).await?;
-            let (updated, n) =
-                crate::format::replace(&path, &data.content, old, new, replace_all)?;
+            let (updated, n) = crate::format::replace(&path, &data.content, old, new, replace_all)?;
             data.content = updated;
             data.modified_at_ms = now_ms();
             self.put(&store, &ns, &path, &data).await?;

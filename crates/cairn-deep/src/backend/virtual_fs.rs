@@ -110,9 +110,7 @@ pub fn check_create<'a>(
 
 /// Whether some file lies below `dir` (so `dir` is a directory).
 pub fn is_dir<'a>(existing: impl IntoIterator<Item = &'a str>, dir: &str) -> bool {
-    existing
-        .into_iter()
-        .any(|p| p != dir && is_within(p, dir))
+    existing.into_iter().any(|p| p != dir && is_within(p, dir))
 }
 
 #[cfg(test)]
@@ -126,7 +124,10 @@ mod tests {
         assert_eq!(root, vec![FileInfo::file("/a.md", 3), FileInfo::dir("/d")]);
         let d = ls(files, "/d").unwrap();
         assert_eq!(d, vec![FileInfo::dir("/d/e"), FileInfo::file("/d/x.md", 1)]);
-        assert!(matches!(ls(files, "/a.md"), Err(BackendError::NotADirectory(_))));
+        assert!(matches!(
+            ls(files, "/a.md"),
+            Err(BackendError::NotADirectory(_))
+        ));
         assert!(matches!(ls(files, "/nope"), Err(BackendError::NotFound(_))));
         assert!(ls([], "/").unwrap().is_empty());
     }
@@ -134,9 +135,18 @@ mod tests {
     #[test]
     fn create_checks() {
         let files = ["/a.md", "/d/x.md"];
-        assert!(matches!(check_create(files, "/a.md"), Err(BackendError::AlreadyExists(_))));
-        assert!(matches!(check_create(files, "/d"), Err(BackendError::IsDirectory(_))));
-        assert!(matches!(check_create(files, "/a.md/z"), Err(BackendError::NotADirectory(_))));
+        assert!(matches!(
+            check_create(files, "/a.md"),
+            Err(BackendError::AlreadyExists(_))
+        ));
+        assert!(matches!(
+            check_create(files, "/d"),
+            Err(BackendError::IsDirectory(_))
+        ));
+        assert!(matches!(
+            check_create(files, "/a.md/z"),
+            Err(BackendError::NotADirectory(_))
+        ));
         assert!(check_create(files, "/d/y.md").is_ok());
     }
 }

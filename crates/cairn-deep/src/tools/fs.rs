@@ -29,7 +29,6 @@ fn rt(ctx: &FunctionInvocationContext) -> BackendRuntime {
 #[derive(Deserialize, JsonSchema)]
 struct LsArgs {
     /// Directory (default /).
-    #[serde(default)]
     path: Option<String>,
 }
 
@@ -61,10 +60,8 @@ struct ReadArgs {
     /// File path.
     path: String,
     /// First line, 0-based (default 0).
-    #[serde(default)]
     offset: Option<usize>,
     /// Lines to read (default 200).
-    #[serde(default)]
     limit: Option<usize>,
 }
 
@@ -127,7 +124,6 @@ struct EditArgs {
     /// Replacement text.
     new_string: String,
     /// Replace every occurrence (default false).
-    #[serde(default)]
     replace_all: Option<bool>,
 }
 
@@ -163,7 +159,6 @@ struct GlobArgs {
     /// Glob pattern.
     pattern: String,
     /// Directory to search (default /).
-    #[serde(default)]
     path: Option<String>,
 }
 
@@ -194,13 +189,10 @@ struct GrepArgs {
     /// Regular expression.
     pattern: String,
     /// File or directory to search (default /).
-    #[serde(default)]
     path: Option<String>,
     /// Only files matching this glob, e.g. *.rs.
-    #[serde(default)]
     glob: Option<String>,
     /// files: matching paths (default); content: path:line:text rows; count: path:matches rows.
-    #[serde(default)]
     output_mode: Option<GrepOutput>,
 }
 
@@ -240,7 +232,6 @@ struct ExecuteArgs {
     /// Shell command.
     command: String,
     /// Seconds before the command is killed.
-    #[serde(default)]
     timeout: Option<u64>,
 }
 

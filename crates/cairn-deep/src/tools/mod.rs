@@ -21,8 +21,8 @@ mod fs;
 mod todo;
 
 pub use fs::{
-    edit_file_tool, execute_tool, filesystem_tools, glob_tool, grep_tool, ls_tool,
-    read_file_tool, write_file_tool,
+    edit_file_tool, execute_tool, filesystem_tools, glob_tool, grep_tool, ls_tool, read_file_tool,
+    write_file_tool,
 };
 pub use todo::{TODOS_KEY, TodoItem, TodoStatus, TodoTool, TodoTurnGuard, todo_tool};
 
@@ -76,28 +76,15 @@ impl Tool for Builtin {
 }
 
 /// Shrinks a derived schema without changing what it accepts in practice: drops `format`
-/// (`uint`, …) and `minimum: 0` noise on integers, and types optional fields without `null`
-/// (they are simply left out of `required`).
+/// (`uint`, …), `minimum: 0` on integers and `default: null`, types optional fields without
+/// `null` (they are simply left out of `required`), and turns `oneOf` lists of constants into
+/// a plain string `enum`.
 pub(crate) fn compact_schema(v: &mut Value) {
     match v {
         Value::Object(m) => {
             m.remove("format");
-            for key in ["oneOf", "anyOf"] {
-                let consts: Option<Vec<Value>> = m.get(key).and_then(Value::as_array).map(|alts| {
-                    alts.iter().filter_map(|a| a.get("const").cloned()).collect()
-                });
-                let all_consts = m
-                    .get(key)
-                    .and_then(Value::as_array)
-                    .is_some_and(|alts| alts.iter().all(|a| a.get("const").is_some()));
-                if let Some(consts) = consts
-                    && all_consts
-                    && !consts.is_empty()
-                {
-                    m.remove(key);
-                    m.insert("type".into(), Value::String("string".into()));
-                    m.insert("enum".into(), Value::Array(consts));
-                }
+            if m.get("default").is_some_and(Value::is_null) {
+                m.remove("default");
             }
             if let Some(Value::Array(types)) = m.get("type") {
                 let non_null: Vec<Value> = types
@@ -123,6 +110,25 @@ pub(crate) fn compact_schema(v: &mut Value) {
                     for (k, val) in inner {
                         m.entry(k).or_insert(val);
                     }
+                }
+            }
+            for key in ["oneOf", "anyOf"] {
+                let consts: Option<Vec<Value>> = m.get(key).and_then(Value::as_array).map(|alts| {
+                    alts.iter()
+                        .filter_map(|a| a.get("const").cloned())
+                        .collect()
+                });
+                let all_consts = m
+                    .get(key)
+                    .and_then(Value::as_array)
+                    .is_some_and(|alts| alts.iter().all(|a| a.get("const").is_some()));
+                if let Some(consts) = consts
+                    && all_consts
+                    && !consts.is_empty()
+                {
+                    m.remove(key);
+                    m.insert("type".into(), Value::String("string".into()));
+                    m.insert("enum".into(), Value::Array(consts));
                 }
             }
             if m.get("type").and_then(Value::as_str) == Some("integer")

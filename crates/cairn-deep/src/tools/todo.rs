@@ -31,8 +31,6 @@ use super::Builtin;
 pub const TODOS_KEY: &str = "todos";
 
 const NAME: &str = "write_todos";
-/// Remembered rejected call ids beyond this are forgotten (calls the loop never ran).
-const MAX_REMEMBERED: usize = 1_024;
 
 /// Where a task stands.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize, JsonSchema)]
@@ -67,8 +65,9 @@ fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
 
 #[derive(Default)]
 struct Bookkeeping {
-    /// Call ids the turn guard saw in a response with several `write_todos` calls.
-    rejected: Mutex<HashSet<String>>,
+    /// Per session id (`""` without a session): the call ids of the latest model response
+    /// when it held several `write_todos` calls.
+    rejected: Mutex<HashMap<String, HashSet<String>>>,
     /// Per session id: calls in flight, and whether they overlapped.
     in_flight: Mutex<HashMap<String, (usize, bool)>>,
 }
@@ -139,7 +138,11 @@ impl TodoTool {
     }
 
     async fn run(&self, ctx: &FunctionInvocationContext) -> Result<ToolOutput, ToolError> {
-        if lock(&self.book.rejected).remove(&ctx.call_id) {
+        let key = ctx.session.as_ref().map(|s| s.id()).unwrap_or_default();
+        if lock(&self.book.rejected)
+            .get_mut(key)
+            .is_some_and(|ids| ids.remove(&ctx.call_id))
+        {
             return Ok(parallel_error());
         }
         let Some(session) = ctx.session.as_ref().map(|s| s.id().to_owned()) else {
@@ -201,19 +204,20 @@ impl Middleware<ChatContext> for TodoTurnGuard {
         Box::pin(async move {
             let ctx = next.run(ctx).await?;
             if let Some(resp) = &ctx.result {
-                let ids: Vec<String> = resp
+                let ids: HashSet<String> = resp
                     .messages
                     .iter()
                     .flat_map(|m| m.function_calls())
                     .filter(|c| c.name == NAME)
                     .map(|c| c.call_id.clone())
                     .collect();
+                let key = ctx.session.as_ref().map(|s| s.id()).unwrap_or_default();
+                // Each response replaces the previous turn's record for the session.
+                let mut rejected = lock(&book.rejected);
                 if ids.len() > 1 {
-                    let mut rejected = lock(&book.rejected);
-                    if rejected.len() > MAX_REMEMBERED {
-                        rejected.clear();
-                    }
-                    rejected.extend(ids);
+                    rejected.insert(key.to_owned(), ids);
+                } else {
+                    rejected.remove(key);
                 }
             }
             Ok(ctx)
