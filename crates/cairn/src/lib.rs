@@ -1,7 +1,9 @@
 //! # cairn
 //!
 //! A Rust harness for deep agents. This facade re-exports the public API of cairn's crates:
-//! the core vocabulary ([`Agent`], [`ChatClient`], [`Tool`], middleware, sessions).
+//! the core vocabulary ([`Agent`], [`ChatClient`], [`Tool`], middleware, sessions), the
+//! `#[tool]`/`#[tools]` macros, and the model providers ([`providers`]: [`OpenAIClient`] and
+//! [`client_for_model`] for `provider:model` strings).
 //!
 //! ```
 //! use cairn::{Agent, ChatResponse, testing::ScriptedClient};
@@ -15,3 +17,8 @@ pub use cairn_core::*;
 
 /// `#[tool]` and `#[tools]`: tools from ordinary functions and methods.
 pub use cairn_macros::{tool, tools};
+
+/// Model providers: OpenAI-compatible endpoints (Chat Completions and Responses) and
+/// `provider:model` resolution.
+pub use cairn_providers as providers;
+pub use cairn_providers::{Api, OpenAIClient, client_for_model};
