@@ -284,6 +284,19 @@ mod tests {
     }
 
     #[test]
+    fn a_page_stops_at_the_character_budget() {
+        let line = "y".repeat(1_000);
+        let content: String = (0..100).map(|_| format!("{line}\n")).collect();
+        let page = render_page("/big", &content, 0, 100).unwrap();
+        assert!(page.len() < MAX_READ_CHARS + 2 * 1_010);
+        assert!(
+            page.ends_with("; continue with offset=60]"),
+            "{}",
+            &page[page.len() - 60..]
+        );
+    }
+
+    #[test]
     fn splits_long_lines() {
         let long = "a".repeat(MAX_LINE_CHARS * 2 + 5);
         let text = render_page("/l", &format!("{long}\nshort"), 0, 1).unwrap();

@@ -167,7 +167,23 @@ async fn contract(backend: SharedBackend) {
         "No files match '*.rs' under /."
     );
 
+    assert_eq!(
+        t.err("glob", json!({"pattern": "*", "path": "/nope"}))
+            .await,
+        "Error: /nope not found. Use ls or glob to find the right path."
+    );
+    assert_eq!(
+        t.err("glob", json!({"pattern": "*", "path": "/e.txt"}))
+            .await,
+        "Error: /e.txt is a file, not a directory. Use read_file to read it."
+    );
+
     // grep modes
+    assert_eq!(
+        t.err("grep", json!({"pattern": "x", "path": "/nope"}))
+            .await,
+        "Error: /nope not found. Use ls or glob to find the right path."
+    );
     assert_eq!(
         t.ok("grep", json!({"pattern": "bar|beta"})).await,
         "/e.txt\n/notes/a.md"

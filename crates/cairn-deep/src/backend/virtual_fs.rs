@@ -46,6 +46,8 @@ pub fn glob<'a>(
 ) -> Result<Vec<String>, BackendError> {
     let base = normalize(base)?;
     let glob = PathGlob::new(pattern)?;
+    let paths: Vec<&str> = paths.into_iter().collect();
+    check_dir(&paths, &base)?;
     let mut out: Vec<String> = paths
         .into_iter()
         .filter(|p| *p != base && is_within(p, &base) && glob.is_match(relative_to(p, &base)))
@@ -53,6 +55,17 @@ pub fn glob<'a>(
         .collect();
     out.sort();
     Ok(out)
+}
+
+/// A search directory must exist (unless it is `/`) and not be a file.
+fn check_dir(paths: &[&str], base: &str) -> Result<(), BackendError> {
+    if paths.contains(&base) {
+        return Err(BackendError::NotADirectory(base.to_owned()));
+    }
+    if base != "/" && !paths.iter().any(|p| is_within(p, base)) {
+        return Err(BackendError::NotFound(base.to_owned()));
+    }
+    Ok(())
 }
 
 /// Lines matching `query` in `files` (path, content).
@@ -67,6 +80,9 @@ pub fn grep<'a>(
         .into_iter()
         .filter(|(p, _)| is_within(p, &base))
         .collect();
+    if files.is_empty() && base != "/" {
+        return Err(BackendError::NotFound(base));
+    }
     files.sort_by(|a, b| a.0.cmp(b.0));
     for (path, content) in files {
         if grep.is_full() {

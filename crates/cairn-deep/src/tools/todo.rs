@@ -1,19 +1,4 @@
-//! `write_todos`: the agent's plan, kept in session state.
-//!
-//! # Parallel calls
-//!
-//! Two `write_todos` calls in one model turn would race to replace the list, so both are
-//! rejected. The tool sees one call at a time, so two mechanisms find the siblings:
-//!
-//! - **Exact** — [`TodoTool::turn_guard`] is chat middleware that reads every model response; when
-//!   a response holds several `write_todos` calls it records their call ids, and the tool
-//!   rejects exactly those calls. Install it wherever the tool is used (the deep-agent builder
-//!   does).
-//! - **Fallback** — without the guard, the tool notices calls of one session that run at the
-//!   same time (the agent loop runs one turn's calls concurrently by default): each call
-//!   registers, yields once so its siblings register too, and all of them are rejected when
-//!   more than one is in flight. This cannot see siblings run one after another
-//!   (`LoopConfig::concurrent_tool_calls = false`) or runs without a session; use the guard.
+//! `write_todos`: the agent's plan, kept in session state. See [`TodoTool`].
 
 use std::collections::{HashMap, HashSet};
 use std::sync::{Arc, Mutex, MutexGuard};
@@ -73,7 +58,21 @@ struct Bookkeeping {
 }
 
 /// The `write_todos` tool: replaces the whole list in session state (key `"todos"`) and
-/// returns it. See the [module docs](self) for how parallel calls are rejected.
+/// returns it.
+///
+/// # Parallel calls
+///
+/// Two `write_todos` calls in one model turn would race to replace the list, so both are
+/// rejected. The tool sees one call at a time, so two mechanisms find the siblings:
+///
+/// - **Exact** — [`TodoTool::turn_guard`] is chat middleware that reads every model response; when
+///   a response holds several `write_todos` calls it records their call ids, and the tool
+///   rejects exactly those calls. Install it wherever the tool is used.
+/// - **Fallback** — without the guard, the tool notices calls of one session that run at the
+///   same time (the agent loop runs one turn's calls concurrently by default): each call
+///   registers, yields once so its siblings register too, and all of them are rejected when
+///   more than one is in flight. This cannot see siblings run one after another
+///   (`LoopConfig::concurrent_tool_calls = false`) or runs without a session; use the guard.
 ///
 /// ```
 /// use cairn_core::{Agent, ChatResponse, testing::ScriptedClient};
@@ -129,8 +128,8 @@ fn parallel_error() -> ToolOutput {
 }
 
 impl TodoTool {
-    /// Chat middleware that finds parallel `write_todos` calls exactly (see the
-    /// [module docs](self)). Register it on the agent with the tool.
+    /// Chat middleware that finds parallel `write_todos` calls exactly (see
+    /// [`TodoTool`]). Register it on the agent with the tool.
     pub fn turn_guard(&self) -> TodoTurnGuard {
         TodoTurnGuard {
             book: Arc::clone(&self.book),
