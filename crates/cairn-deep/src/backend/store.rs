@@ -16,7 +16,9 @@ type NamespaceFn = dyn Fn(&BackendRuntime) -> Vec<String> + Send + Sync;
 ///
 /// The store is the one given to [`with_store`](Self::with_store), else the run's
 /// [`SharedStore`] from the extensions. The namespace defaults to `["filesystem"]`; make it per
-/// user with [`namespace_fn`](Self::namespace_fn).
+/// user with [`namespace_fn`](Self::namespace_fn). Items in deeper namespaces are not files of
+/// this one. `edit` reads then puts the item, so two writers editing one file at the same time
+/// can lose an update (the [`Store`](cairn_core::Store) trait has no compare-and-swap).
 ///
 /// ```
 /// use std::sync::Arc;
