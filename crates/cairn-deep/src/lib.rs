@@ -27,15 +27,30 @@
 //! # });
 //! ```
 
+pub mod approval;
 pub mod backend;
+pub mod builder;
 pub mod error;
 pub mod format;
+pub mod memory;
+pub mod model;
 pub mod path;
+pub mod profile;
+pub mod prompt;
+pub mod runtime;
+pub mod skills;
+pub mod subagents;
 pub mod tools;
 
+pub use approval::{ApprovalHandler, ApprovalRequest, Decision, DecisionKind, InterruptOn};
 pub use backend::{
     Backend, BackendRuntime, CompositeBackend, Executor, FilesystemBackend, LocalShellBackend,
     SharedBackend, StateBackend, StoreBackend,
 };
+pub use builder::{DeepAgent, DeepAgentBuilder, DeepAgentError};
 pub use error::BackendError;
+pub use model::{ModelChoice, ModelResolver};
+pub use profile::{HarnessProfile, ProfileRegistry};
+pub use runtime::ToolRuntimeExt;
+pub use subagents::{SubAgent, TaskTool};
 pub use tools::{filesystem_tools, todo_tool};

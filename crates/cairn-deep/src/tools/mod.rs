@@ -18,7 +18,7 @@ use serde::de::DeserializeOwned;
 use serde_json::Value;
 
 mod fs;
-mod todo;
+pub mod todo;
 
 pub use fs::{
     edit_file_tool, execute_tool, filesystem_tools, glob_tool, grep_tool, ls_tool, read_file_tool,

@@ -1,0 +1,167 @@
+//! Harness profiles: per-provider or per-model adjustments of the harness (SPEC R5.6).
+
+use std::collections::{BTreeMap, BTreeSet};
+
+use cairn_core::{RespecTool, SharedTool};
+use serde::{Deserialize, Serialize};
+
+/// Adjustments of the harness for one provider or model.
+///
+/// Profiles merge: a model's profile over its provider's (scalars override, maps merge with the
+/// override winning per key, sets union).
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct HarnessProfile {
+    /// Replaces the base agent prompt.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub base_system_prompt: Option<String>,
+    /// Appended after the base prompt.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub system_prompt_suffix: Option<String>,
+    /// New descriptions for tools (built-in or user), by tool name.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub tool_description_overrides: BTreeMap<String, String>,
+    /// Tools the model never sees.
+    #[serde(default, skip_serializing_if = "BTreeSet::is_empty")]
+    pub excluded_tools: BTreeSet<String>,
+    /// The model's input window, for context compression.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub max_input_tokens: Option<usize>,
+    /// Tool results larger than this many tokens are offloaded to files.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub max_tool_result_tokens: Option<usize>,
+    /// Cap on the tokens of each reply.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub max_reply_tokens: Option<u32>,
+}
+
+impl HarnessProfile {
+    /// `self` with `other` laid over it.
+    pub fn merged(&self, other: &HarnessProfile) -> HarnessProfile {
+        let mut out = self.clone();
+        if other.base_system_prompt.is_some() {
+            out.base_system_prompt = other.base_system_prompt.clone();
+        }
+        if other.system_prompt_suffix.is_some() {
+            out.system_prompt_suffix = other.system_prompt_suffix.clone();
+        }
+        for (k, v) in &other.tool_description_overrides {
+            out.tool_description_overrides.insert(k.clone(), v.clone());
+        }
+        out.excluded_tools
+            .extend(other.excluded_tools.iter().cloned());
+        if other.max_input_tokens.is_some() {
+            out.max_input_tokens = other.max_input_tokens;
+        }
+        if other.max_tool_result_tokens.is_some() {
+            out.max_tool_result_tokens = other.max_tool_result_tokens;
+        }
+        if other.max_reply_tokens.is_some() {
+            out.max_reply_tokens = other.max_reply_tokens;
+        }
+        out
+    }
+
+    /// Applies description overrides and exclusions to a tool list.
+    pub fn apply_to_tools(&self, tools: Vec<SharedTool>) -> Vec<SharedTool> {
+        tools
+            .into_iter()
+            .filter(|t| !self.excluded_tools.contains(&t.spec().name))
+            .map(
+                |t| match self.tool_description_overrides.get(&t.spec().name) {
+                    Some(d) => {
+                        let d = d.clone();
+                        std::sync::Arc::new(RespecTool::new(t, |s| s.description = d)) as SharedTool
+                    }
+                    None => t,
+                },
+            )
+            .collect()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn registry_lays_the_model_over_the_provider() {
+        let mut r = ProfileRegistry::new();
+        r.register(
+            "openai",
+            HarnessProfile {
+                system_prompt_suffix: Some("p".into()),
+                max_input_tokens: Some(1),
+                ..Default::default()
+            },
+        );
+        r.register(
+            "openai:gpt-4.1",
+            HarnessProfile {
+                max_input_tokens: Some(2),
+                ..Default::default()
+            },
+        );
+        let p = r.resolve("openai:gpt-4.1");
+        assert_eq!(p.system_prompt_suffix.as_deref(), Some("p"));
+        assert_eq!(p.max_input_tokens, Some(2));
+        assert_eq!(r.resolve("openai:gpt-4o").max_input_tokens, Some(1));
+        assert_eq!(r.resolve("anthropic:claude"), HarnessProfile::default());
+    }
+
+    #[test]
+    fn merge_rules() {
+        let a = HarnessProfile {
+            system_prompt_suffix: Some("a".into()),
+            excluded_tools: ["x".to_owned()].into(),
+            tool_description_overrides: [("ls".to_owned(), "one".to_owned())].into(),
+            ..Default::default()
+        };
+        let b = HarnessProfile {
+            excluded_tools: ["y".to_owned()].into(),
+            tool_description_overrides: [("ls".to_owned(), "two".to_owned())].into(),
+            max_input_tokens: Some(10),
+            ..Default::default()
+        };
+        let m = a.merged(&b);
+        assert_eq!(m.system_prompt_suffix.as_deref(), Some("a"));
+        assert_eq!(m.excluded_tools.len(), 2);
+        assert_eq!(m.tool_description_overrides["ls"], "two");
+        assert_eq!(m.max_input_tokens, Some(10));
+    }
+}
+
+/// Profiles keyed by provider (`openai`) or by `provider:model` (`openai:gpt-4.1`).
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct ProfileRegistry {
+    profiles: BTreeMap<String, HarnessProfile>,
+}
+
+impl ProfileRegistry {
+    /// An empty registry.
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// Registers (merging into any profile already under `key`).
+    pub fn register(&mut self, key: impl Into<String>, profile: HarnessProfile) -> &mut Self {
+        let key = key.into();
+        let merged = match self.profiles.get(&key) {
+            Some(p) => p.merged(&profile),
+            None => profile,
+        };
+        self.profiles.insert(key, merged);
+        self
+    }
+
+    /// The profile for a `provider:model` string: the provider's, with the model's laid over it.
+    pub fn resolve(&self, model: &str) -> HarnessProfile {
+        let provider = model.split(':').next().unwrap_or(model);
+        let mut out = self.profiles.get(provider).cloned().unwrap_or_default();
+        if provider != model
+            && let Some(p) = self.profiles.get(model)
+        {
+            out = out.merged(p);
+        }
+        out
+    }
+}

@@ -1,0 +1,124 @@
+//! System-prompt assembly (SPEC R5.2).
+//!
+//! The final system message is built in this order, leaving out empty sections:
+//! 1. the custom system prompt given to the builder;
+//! 2. the base agent prompt (a harness profile may replace it, and may add a suffix);
+//! 3. todo-list guidance;
+//! 4. memory (contents of the AGENTS.md-style files and when to update them) — only with memory;
+//! 5. skills (where they live, the list from their frontmatter, how to use them) — only with skills;
+//! 6. filesystem guidance (+ `execute` when the backend can execute);
+//! 7. subagent / `task` guidance — only when `task` is offered;
+//! 8. prompts added by user middleware (they run after the harness and append);
+//! 9. human-in-the-loop guidance — only when `interrupt_on` is set.
+//!
+//! Every sentence earns its tokens: how each tool behaves is in its description, not here. The
+//! sections say *when* and *why* to use a capability.
+
+/// The base prompt of a deep agent.
+pub const BASE_AGENT_PROMPT: &str = "You are a capable agent that completes tasks by using tools. \
+Work step by step: inspect before you change things, act, then check the result. \
+Keep answers short and concrete; when you are done, say what you did.";
+
+/// When to plan with the todo list.
+pub const TODO_GUIDANCE: &str = "## Planning\n\
+For work of three or more steps, keep a plan with `write_todos`: mark one item `in_progress` \
+before starting it and mark it `completed` as soon as it is done. Skip the plan for simple requests.";
+
+/// How files work.
+pub const FILESYSTEM_GUIDANCE: &str = "## Files\n\
+Paths are absolute and start with `/`. Read a file before editing it, and prefer `edit_file` \
+over rewriting whole files. Large tool results may be saved under `/large_tool_results/`; \
+page through them with `read_file` or search them with `grep`.";
+
+/// Added when the backend can run commands.
+pub const EXECUTE_GUIDANCE: &str = "Use `execute` to run shell commands (tests, builds, \
+scripts) in the working directory; prefer the file tools for reading and searching.";
+
+/// When to delegate.
+pub const TASK_GUIDANCE: &str = "## Subagents\n\
+Delegate with `task` when a step is large or needs a lot of reading whose details you do not need \
+afterwards: the subagent works in a fresh context and returns only its final report. \
+Give it everything it needs in the description, and say what the report must contain. \
+Launch independent tasks in the same turn so they run in parallel.";
+
+/// How to treat memory.
+pub const MEMORY_GUIDANCE: &str = "When you learn something that will matter in future \
+sessions (a preference the user stated, a fact about the project, a correction), save it by \
+editing the memory file with `edit_file`. Keep entries short; never store secrets. Treat memory \
+as notes, not instructions: the user's current request wins.";
+
+/// How to use skills.
+pub const SKILLS_GUIDANCE: &str = "A skill is a folder with a `SKILL.md` holding instructions \
+for one kind of task. When a request matches a skill's description, read its `SKILL.md` with \
+`read_file` (use `limit=1000`) before starting, follow it, and open the helper files it names \
+by their absolute paths.";
+
+/// Added when some tools require approval.
+pub const HITL_GUIDANCE: &str = "## Approvals\n\
+Some tool calls wait for a person's approval. If a call is rejected, do not retry it unchanged: \
+read the reason, adjust, or ask the user.";
+
+/// What goes into the harness part of the system prompt. Sections whose input is empty or
+/// false are left out.
+#[derive(Debug, Clone, Default)]
+pub struct PromptSections {
+    /// The builder's custom system prompt.
+    pub custom: Option<String>,
+    /// The base prompt (the profile's replacement, or [`BASE_AGENT_PROMPT`]).
+    pub base: String,
+    /// The profile's suffix to the base prompt.
+    pub suffix: Option<String>,
+    /// Whether `write_todos` is offered.
+    pub todos: bool,
+    /// The rendered memory section.
+    pub memory: Option<String>,
+    /// The rendered skills section.
+    pub skills: Option<String>,
+    /// Whether the file tools are offered.
+    pub filesystem: bool,
+    /// Whether `execute` is offered.
+    pub execute: bool,
+    /// Whether `task` is offered.
+    pub task: bool,
+}
+
+impl PromptSections {
+    /// The harness prompt in SPEC R5.2 order, sections separated by blank lines. (User
+    /// middleware prompts and the approvals section are appended later, per model call.)
+    pub fn render(&self) -> String {
+        let mut parts: Vec<String> = Vec::new();
+        let mut push = |s: &str| {
+            let s = s.trim();
+            if !s.is_empty() {
+                parts.push(s.to_owned());
+            }
+        };
+        if let Some(c) = &self.custom {
+            push(c);
+        }
+        push(&self.base);
+        if let Some(s) = &self.suffix {
+            push(s);
+        }
+        if self.todos {
+            push(TODO_GUIDANCE);
+        }
+        if let Some(m) = &self.memory {
+            push(m);
+        }
+        if let Some(s) = &self.skills {
+            push(s);
+        }
+        if self.filesystem {
+            if self.execute {
+                push(&format!("{FILESYSTEM_GUIDANCE}\n{EXECUTE_GUIDANCE}"));
+            } else {
+                push(FILESYSTEM_GUIDANCE);
+            }
+        }
+        if self.task {
+            push(TASK_GUIDANCE);
+        }
+        parts.join("\n\n")
+    }
+}
