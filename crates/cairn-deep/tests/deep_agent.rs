@@ -405,7 +405,7 @@ async fn runtime_context_reaches_subagent_tools_and_never_a_model_request() {
         })
         .await
         .unwrap();
-    let seen = seen.lock().unwrap();
+    let seen: Vec<String> = seen.lock().unwrap().clone();
     assert_eq!(
         seen.len(),
         2,
