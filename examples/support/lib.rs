@@ -68,3 +68,62 @@ fn configured_client() -> Option<Arc<dyn ChatClient>> {
         }
     }
 }
+
+/// Wraps a client and remembers the system prompt of each request, so an example can show what
+/// the model was sent.
+#[derive(Clone)]
+pub struct Recorder {
+    inner: Arc<dyn ChatClient>,
+    seen: Arc<std::sync::Mutex<Vec<String>>>,
+}
+
+impl Recorder {
+    /// Wraps `inner`.
+    pub fn wrap(inner: Arc<dyn ChatClient>) -> Self {
+        Recorder {
+            inner,
+            seen: Arc::default(),
+        }
+    }
+
+    /// The wrapping client, to hand to an agent.
+    pub fn client(&self) -> Arc<dyn ChatClient> {
+        Arc::new(self.clone())
+    }
+
+    fn instructions(&self, last: bool) -> String {
+        let seen = self.seen.lock().unwrap_or_else(|p| p.into_inner());
+        let pick = if last { seen.last() } else { seen.first() };
+        pick.cloned().unwrap_or_default()
+    }
+
+    /// The system prompt of the last request.
+    pub fn last_instructions(&self) -> String {
+        self.instructions(true)
+    }
+
+    /// The system prompt of the first request.
+    pub fn first_instructions(&self) -> String {
+        self.instructions(false)
+    }
+}
+
+impl ChatClient for Recorder {
+    fn get_response<'a>(
+        &'a self,
+        messages: &'a [cairn::Message],
+        options: &'a cairn::ChatOptions,
+        fk: &'a cairn::Kwargs,
+        ck: &'a cairn::Kwargs,
+    ) -> cairn::BoxFuture<'a, Result<ChatResponse, cairn::ChatError>> {
+        self.seen
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .push(options.instructions.clone().unwrap_or_default());
+        self.inner.get_response(messages, options, fk, ck)
+    }
+
+    fn describe(&self) -> String {
+        self.inner.describe()
+    }
+}

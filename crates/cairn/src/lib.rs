@@ -2,8 +2,9 @@
 //!
 //! A Rust harness for deep agents. This facade re-exports the public API of cairn's crates:
 //! the core vocabulary ([`Agent`], [`ChatClient`], [`Tool`], middleware, sessions), the
-//! `#[tool]`/`#[tools]` macros, and the model providers ([`providers`]: [`OpenAIClient`] and
-//! [`client_for_model`] for `provider:model` strings).
+//! `#[tool]`/`#[tools]` macros, the model providers ([`providers`]: [`OpenAIClient`] and
+//! [`client_for_model`] for `provider:model` strings), and the deep-agent harness ([`deep`],
+//! with [`DeepAgent::builder`] resolving model strings through the providers).
 //!
 //! ```
 //! use cairn::{Agent, ChatResponse, testing::ScriptedClient};
@@ -22,3 +23,36 @@ pub use cairn_macros::{tool, tools};
 /// `provider:model` resolution.
 pub use cairn_providers as providers;
 pub use cairn_providers::{Api, OpenAIClient, client_for_model};
+
+/// The deep-agent harness: backends, built-in tools, subagents, memory, skills, profiles.
+pub use cairn_deep as deep;
+pub use cairn_deep::{
+    Backend, CompositeBackend, FilesystemBackend, HarnessProfile, LocalShellBackend, StateBackend,
+    StoreBackend, SubAgent, ToolRuntimeExt,
+};
+
+/// Resolves a `provider:model` string (`openai:gpt-4.1`, `ollama:qwen2.5`) to a client.
+pub fn resolve_model(spec: &str) -> Result<std::sync::Arc<dyn ChatClient>, ChatError> {
+    client_for_model(spec)
+}
+
+/// Builds deep agents; model strings are resolved with [`resolve_model`].
+///
+/// ```
+/// use cairn::{ChatResponse, DeepAgent, testing::ScriptedClient};
+/// let agent = DeepAgent::builder()
+///     .client(ScriptedClient::from_responses([ChatResponse::text("hi")]))
+///     .system_prompt("You are a research assistant.")
+///     .build()
+///     .unwrap();
+/// assert!(agent.tools().iter().any(|t| t.spec().name == "write_todos"));
+/// ```
+#[derive(Debug, Clone, Copy)]
+pub struct DeepAgent;
+
+impl DeepAgent {
+    /// A deep-agent builder that understands `provider:model` strings.
+    pub fn builder() -> cairn_deep::DeepAgentBuilder {
+        cairn_deep::DeepAgent::builder().model_resolver(std::sync::Arc::new(resolve_model))
+    }
+}
