@@ -49,6 +49,10 @@ struct Args {
     /// Override the scenario marker (default: `loop steps=N tool=echo`).
     #[arg(long)]
     scenario: Option<String>,
+    /// Run a default deep agent (todo, file tools over a state backend, task) with `echo` as
+    /// its one user tool, instead of a plain agent with only `echo`.
+    #[arg(long)]
+    deep: bool,
     /// Base URL, e.g. http://127.0.0.1:8000/v1 (default: $FAKE_LLM_URL).
     #[arg(long, env = "FAKE_LLM_URL")]
     url: String,
@@ -202,11 +206,26 @@ fn main() -> ExitCode {
             return ExitCode::FAILURE;
         }
     };
-    let agent = Agent::builder(client)
-        .name("bench")
-        .instructions("You are a helpful assistant.")
-        .tool(Echo::new(args.sync_tool))
-        .build();
+    let agent = if args.deep {
+        match cairn_deep::DeepAgent::builder()
+            .client(client)
+            .name("bench")
+            .tool(Echo::new(args.sync_tool))
+            .build()
+        {
+            Ok(a) => a,
+            Err(e) => {
+                eprintln!("cairn-bench: {e}");
+                return ExitCode::FAILURE;
+            }
+        }
+    } else {
+        Agent::builder(client)
+            .name("bench")
+            .instructions("You are a helpful assistant.")
+            .tool(Echo::new(args.sync_tool))
+            .build()
+    };
     let build_s = t_build.elapsed().as_secs_f64();
     let prompt = format!(
         "[scenario:{}] go",
@@ -260,6 +279,7 @@ fn main() -> ExitCode {
     let cpu = (u1.user_s - u0.user_s) + (u1.sys_s - u0.sys_s);
     let mut out = json!({
         "framework": "cairn",
+        "harness": if args.deep { "deep" } else { "plain" },
         "version": env!("CARGO_PKG_VERSION"),
         "api": match args.api { ApiArg::Chat => "chat", ApiArg::Responses => "responses" },
         "stream": args.stream,
