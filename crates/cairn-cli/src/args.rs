@@ -1,0 +1,113 @@
+//! The command line: flags, subcommands and help texts (clap derive).
+
+use std::path::PathBuf;
+
+use clap::{Args, Parser, Subcommand};
+
+const ABOUT: &str = "Run a deep agent on the files of a directory.";
+
+const LONG_ABOUT: &str = "\
+Run a deep agent on the files of a directory.
+
+The agent plans with a todo list, reads, writes and edits files under the working directory \
+(--root, default: the current directory) and runs shell commands there. Before it writes a file, \
+edits a file or runs a command, cairn asks you to approve, edit or reject the call (--yes skips \
+the questions).
+
+It runs on the embedded local model (no API key, no server: fetch the weights once with \
+scripts/fetch-model.sh) or on any OpenAI-compatible or Ollama endpoint (--model).";
+
+const AFTER_HELP: &str = "\
+Examples:
+  cairn run \"add a --verbose flag to main.py and test it\"
+  cairn run --yes \"create hello.py that prints hello, then run it\"
+  cairn chat                                   talk to the agent, turn by turn
+  cairn run --model openai:gpt-4.1 \"...\"        with OPENAI_API_KEY set
+  OPENAI_BASE_URL=http://localhost:8000/v1 cairn run --model openai:my-model \"...\"
+  cairn run --model ollama:qwen2.5-coder \"...\"   Ollama at OLLAMA_BASE_URL or localhost:11434
+  cairn run --json \"...\" | jq .type             one JSON event per line, for scripts
+
+Model selection (--model, or CAIRN_MODEL):
+  local:                      the embedded default model (Qwen2.5-Coder-1.5B-Instruct, Q4_K_M)
+  local:qwen2.5-coder-0.5b    a smaller known model (faster, much worse at using tools)
+  local:/path/to/model.gguf   any GGUF file you trust
+  openai:<model>              OpenAI, or any compatible server at OPENAI_BASE_URL
+  ollama:<model>              Ollama
+  Default: openai:$OPENAI_MODEL when OPENAI_API_KEY or OPENAI_BASE_URL is set, else local:.
+
+Exit status: 0 done, 1 the run failed, 2 bad usage, 130 interrupted (Ctrl-C).";
+
+/// `cairn`: run a deep agent on the current directory.
+#[derive(Debug, Parser)]
+#[command(
+    name = "cairn",
+    version,
+    about = ABOUT,
+    long_about = LONG_ABOUT,
+    after_help = "Run `cairn --help` for examples and how the model is chosen.",
+    after_long_help = AFTER_HELP,
+    propagate_version = true
+)]
+pub struct Cli {
+    /// Options shared by every subcommand.
+    #[command(flatten)]
+    pub global: GlobalArgs,
+    /// What to do.
+    #[command(subcommand)]
+    pub command: Command,
+}
+
+/// Options shared by `run` and `chat`.
+#[derive(Debug, Clone, Args)]
+pub struct GlobalArgs {
+    /// The model as provider:model, e.g. local:, openai:gpt-4.1, ollama:qwen2.5-coder
+    /// [default: openai:$OPENAI_MODEL if OPENAI_API_KEY or OPENAI_BASE_URL is set, else local:]
+    #[arg(long, short = 'm', global = true, env = "CAIRN_MODEL", value_name = "PROVIDER:MODEL")]
+    pub model: Option<String>,
+
+    /// Allow every file write, edit and command without asking.
+    #[arg(long, short = 'y', global = true)]
+    pub yes: bool,
+
+    /// Print one JSON event per line instead of text (for scripts).
+    #[arg(long, global = true)]
+    pub json: bool,
+
+    /// The directory the agent works in; it cannot read or write files outside it
+    /// [default: the current directory]
+    #[arg(long, global = true, value_name = "DIR")]
+    pub root: Option<PathBuf>,
+
+    /// The most model calls with tools in one run before the agent must answer.
+    #[arg(long, global = true, value_name = "N", default_value_t = 40,
+          value_parser = clap::value_parser!(u32).range(1..))]
+    pub max_steps: u32,
+
+    /// Show more: the model's reasoning, longer arguments and results, and setup details.
+    #[arg(long, short = 'v', global = true)]
+    pub verbose: bool,
+}
+
+/// The subcommands.
+#[derive(Debug, Clone, Subcommand)]
+pub enum Command {
+    /// Run one task to the end, showing what the agent does as it happens.
+    #[command(after_help = "Example:\n  cairn run \"find the TODOs in src/ and list them in TODO.md\"")]
+    Run {
+        /// What the agent should do, in plain words.
+        #[arg(value_name = "TASK", required = true, num_args = 1..)]
+        task: Vec<String>,
+    },
+    /// Talk to the agent turn by turn; it remembers the conversation. End with Ctrl-D or /exit.
+    Chat,
+}
+
+impl Command {
+    /// The task text of `run` (its words joined with spaces).
+    pub fn task(&self) -> Option<String> {
+        match self {
+            Command::Run { task } => Some(task.join(" ")),
+            Command::Chat => None,
+        }
+    }
+}

@@ -1,0 +1,541 @@
+//! Showing a run as it happens: human text (with light formatting) or one JSON event per line.
+
+use std::collections::{BTreeMap, HashMap};
+use std::io::{IsTerminal, Write};
+use std::time::Duration;
+
+use cairn_core::{AgentResponse, ChatResponseUpdate, Message, Role, UpdateEvent, Usage};
+use serde_json::Value;
+
+/// Whether to use ANSI colors.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Style {
+    /// Colors on.
+    pub color: bool,
+}
+
+impl Style {
+    /// Colors when stdout is a terminal and `NO_COLOR` is not set (<https://no-color.org>).
+    pub fn for_stdout() -> Style {
+        let no_color = std::env::var_os("NO_COLOR").is_some_and(|v| !v.is_empty());
+        Style {
+            color: !no_color && std::io::stdout().is_terminal(),
+        }
+    }
+
+    /// Colors when stderr is a terminal and `NO_COLOR` is not set.
+    pub fn for_stderr() -> Style {
+        let no_color = std::env::var_os("NO_COLOR").is_some_and(|v| !v.is_empty());
+        Style {
+            color: !no_color && std::io::stderr().is_terminal(),
+        }
+    }
+
+    fn paint(self, code: &str, s: &str) -> String {
+        if self.color {
+            format!("\x1b[{code}m{s}\x1b[0m")
+        } else {
+            s.to_owned()
+        }
+    }
+
+    /// Bold.
+    pub fn bold(self, s: &str) -> String {
+        self.paint("1", s)
+    }
+    /// Dimmed.
+    pub fn dim(self, s: &str) -> String {
+        self.paint("2", s)
+    }
+    /// A warning (yellow).
+    pub fn warn(self, s: &str) -> String {
+        self.paint("33", s)
+    }
+    /// An error (red).
+    pub fn error(self, s: &str) -> String {
+        self.paint("31", s)
+    }
+    /// A tool call (cyan).
+    pub fn tool(self, s: &str) -> String {
+        self.paint("36", s)
+    }
+    /// Success (green).
+    pub fn ok(self, s: &str) -> String {
+        self.paint("32", s)
+    }
+}
+
+/// `s` on one line (line breaks shown as `⏎`), at most `max` characters (then `…`).
+pub fn one_line(s: &str, max: usize) -> String {
+    let flat: String = s
+        .trim()
+        .chars()
+        .map(|c| match c {
+            '\n' => '⏎',
+            '\r' | '\t' => ' ',
+            c => c,
+        })
+        .collect();
+    if flat.chars().count() <= max {
+        flat
+    } else {
+        let mut t: String = flat.chars().take(max.saturating_sub(1)).collect();
+        t.push('…');
+        t
+    }
+}
+
+/// `n` with thousands separators.
+pub fn thousands(n: u64) -> String {
+    let s = n.to_string();
+    let mut out = String::new();
+    for (i, c) in s.chars().enumerate() {
+        if i > 0 && (s.len() - i) % 3 == 0 {
+            out.push(',');
+        }
+        out.push(c);
+    }
+    out
+}
+
+/// What a run did, for the summary line.
+#[derive(Debug, Clone, Default, PartialEq, Eq, serde::Serialize)]
+pub struct Summary {
+    /// Model calls (of the agent and its subagents).
+    pub steps: usize,
+    /// Tool calls that finished.
+    pub tool_calls: usize,
+    /// Prompt tokens.
+    pub input_tokens: u64,
+    /// Generated tokens.
+    pub output_tokens: u64,
+    /// Prompt tokens served from a cache.
+    pub cached_input_tokens: u64,
+    /// Wall time in milliseconds.
+    pub wall_ms: u128,
+}
+
+impl Summary {
+    /// The human summary line.
+    pub fn line(&self) -> String {
+        let plural = |n: usize, one: &str, many: &str| {
+            format!("{n} {}", if n == 1 { one } else { many })
+        };
+        let mut cached = String::new();
+        if self.cached_input_tokens > 0 {
+            cached = format!(" ({} cached)", thousands(self.cached_input_tokens));
+        }
+        format!(
+            "{} · {} · tokens {} in{cached} / {} out · {:.1} s",
+            plural(self.steps, "step", "steps"),
+            plural(self.tool_calls, "tool call", "tool calls"),
+            thousands(self.input_tokens),
+            thousands(self.output_tokens),
+            Duration::from_millis(u64::try_from(self.wall_ms).unwrap_or(u64::MAX)).as_secs_f64()
+        )
+    }
+}
+
+#[derive(Debug, Default)]
+struct PendingCall {
+    call_id: String,
+    name: String,
+    arguments: String,
+}
+
+/// Collects the run's numbers from its updates.
+#[derive(Debug, Default)]
+pub struct Tally {
+    /// Tool results seen (all agents).
+    pub tool_calls: usize,
+    /// Model calls finished by subagents.
+    pub sub_steps: usize,
+    /// Usage reported by subagents.
+    pub sub_usage: Usage,
+    /// The final response, once the run completed.
+    pub response: Option<AgentResponse>,
+}
+
+impl Tally {
+    /// Counts one update.
+    pub fn observe(&mut self, u: &ChatResponseUpdate) {
+        let nested = !u.metadata.namespace.is_empty();
+        match &u.event {
+            UpdateEvent::ToolResult(_) => self.tool_calls += 1,
+            UpdateEvent::Finished { .. } if nested => self.sub_steps += 1,
+            UpdateEvent::Usage(usage) if nested => self.sub_usage.add(usage),
+            UpdateEvent::RunCompleted(r) if !nested => self.response = Some((**r).clone()),
+            _ => {}
+        }
+    }
+
+    /// The summary, with the wall time.
+    pub fn summary(&self, wall: Duration) -> Summary {
+        let mut usage = self.sub_usage;
+        let mut steps = self.sub_steps;
+        if let Some(r) = &self.response {
+            usage.add(&r.usage);
+            steps += r.model_calls;
+        }
+        Summary {
+            steps,
+            tool_calls: self.tool_calls,
+            input_tokens: usage.input_tokens,
+            output_tokens: usage.output_tokens,
+            cached_input_tokens: usage.cached_input_tokens,
+            wall_ms: wall.as_millis(),
+        }
+    }
+}
+
+/// Prints updates for a person: streamed text, tool calls and results in short, the todo list,
+/// subagents indented.
+#[derive(Debug)]
+pub struct HumanRenderer {
+    style: Style,
+    verbose: bool,
+    at_line_start: bool,
+    namespace: Vec<String>,
+    pending: BTreeMap<(Vec<String>, usize), PendingCall>,
+    calls: HashMap<String, (String, String)>,
+    buf: String,
+}
+
+impl HumanRenderer {
+    /// A renderer writing to stdout.
+    pub fn new(style: Style, verbose: bool) -> Self {
+        HumanRenderer {
+            style,
+            verbose,
+            at_line_start: true,
+            namespace: Vec::new(),
+            pending: BTreeMap::new(),
+            calls: HashMap::new(),
+            buf: String::new(),
+        }
+    }
+
+    fn indent(&self) -> String {
+        "  ".repeat(self.namespace.len()) + if self.namespace.is_empty() { "" } else { "│ " }
+    }
+
+    fn newline_if_needed(&mut self) {
+        if !self.at_line_start {
+            self.buf.push('\n');
+            self.at_line_start = true;
+        }
+    }
+
+    fn line(&mut self, text: &str) {
+        self.newline_if_needed();
+        let indent = self.indent();
+        self.buf.push_str(&indent);
+        self.buf.push_str(text);
+        self.buf.push('\n');
+    }
+
+    fn text(&mut self, text: &str) {
+        for (i, piece) in text.split('\n').enumerate() {
+            if i > 0 {
+                self.buf.push('\n');
+                self.at_line_start = true;
+            }
+            if piece.is_empty() {
+                continue;
+            }
+            if self.at_line_start {
+                let indent = self.indent();
+                self.buf.push_str(&indent);
+                self.at_line_start = false;
+            }
+            self.buf.push_str(piece);
+        }
+    }
+
+    fn switch_namespace(&mut self, u: &ChatResponseUpdate) {
+        if u.metadata.namespace == self.namespace {
+            return;
+        }
+        self.newline_if_needed();
+        self.namespace = u.metadata.namespace.clone();
+        if !self.namespace.is_empty() {
+            let who = u.metadata.agent_name.clone().unwrap_or_default();
+            let head = format!(
+                "{}┌ subagent {}",
+                "  ".repeat(self.namespace.len()),
+                if who.is_empty() {
+                    self.namespace.join(" › ")
+                } else {
+                    who
+                }
+            );
+            let head = self.style.dim(&head);
+            self.buf.push_str(&head);
+            self.buf.push('\n');
+        }
+    }
+
+    fn flush_calls(&mut self, ns: &[String]) {
+        let keys: Vec<_> = self
+            .pending
+            .keys()
+            .filter(|(n, _)| n.as_slice() == ns)
+            .cloned()
+            .collect();
+        for k in keys {
+            if let Some(c) = self.pending.remove(&k) {
+                let shown = format!("→ {}", call_summary(&c.name, &c.arguments, self.max()));
+                let shown = self.style.tool(&shown);
+                self.line(&shown);
+                self.calls.insert(c.call_id, (c.name, c.arguments));
+            }
+        }
+    }
+
+    fn max(&self) -> usize {
+        if self.verbose { 400 } else { 100 }
+    }
+
+    /// Shows one update (buffered; call [`flush`](Self::flush)).
+    pub fn handle(&mut self, u: &ChatResponseUpdate) {
+        if matches!(u.event, UpdateEvent::RunCompleted(_)) {
+            return;
+        }
+        self.switch_namespace(u);
+        let ns = u.metadata.namespace.clone();
+        match &u.event {
+            UpdateEvent::TextDelta { text } => self.text(text),
+            UpdateEvent::ReasoningDelta { text } if self.verbose => {
+                let t = self.style.dim(text);
+                self.text(&t);
+            }
+            UpdateEvent::ToolCallStart {
+                index,
+                call_id,
+                name,
+            } => {
+                let slot = self.pending.entry((ns, *index)).or_default();
+                if slot.call_id.is_empty() {
+                    slot.call_id = call_id.clone();
+                }
+                if slot.name.is_empty() {
+                    slot.name = name.clone();
+                }
+            }
+            UpdateEvent::ToolCallDelta { index, arguments } => {
+                self.pending
+                    .entry((ns, *index))
+                    .or_default()
+                    .arguments
+                    .push_str(arguments);
+            }
+            UpdateEvent::Finished { .. } => self.flush_calls(&ns),
+            UpdateEvent::ToolResult(r) => {
+                self.flush_calls(&ns);
+                let (name, args) = self.calls.remove(&r.call_id).unwrap_or_default();
+                let text = r.text();
+                if r.is_error {
+                    let shown = self.style.error(&format!(
+                        "  ✗ {}",
+                        result_summary(&text, if self.verbose { 10 } else { 2 }, self.max())
+                    ));
+                    self.line(&shown);
+                } else if name == "write_todos"
+                    && let Some(list) = todo_checklist(&args)
+                {
+                    for l in list {
+                        self.line(&format!("  {l}"));
+                    }
+                } else {
+                    let shown = self.style.dim(&format!(
+                        "  ← {}",
+                        result_summary(&text, if self.verbose { 10 } else { 2 }, self.max())
+                    ));
+                    self.line(&shown);
+                }
+            }
+            UpdateEvent::Message(m) => self.message(m),
+            _ => {}
+        }
+    }
+
+    fn message(&mut self, m: &Message) {
+        if m.role == Role::Assistant {
+            let t = m.text();
+            if !t.is_empty() {
+                self.newline_if_needed();
+                self.text(&t);
+                self.newline_if_needed();
+            }
+        } else if self.verbose {
+            let t = format!("[{}] {}", m.role_name(), one_line(&m.text(), 200));
+            let t = self.style.dim(&t);
+            self.line(&t);
+        }
+    }
+
+    /// Ends the current line and prints the summary.
+    pub fn finish(&mut self, summary: &Summary) {
+        self.namespace.clear();
+        self.newline_if_needed();
+        let line = self.style.ok(&format!("✓ {}", summary.line()));
+        self.buf.push_str(&line);
+        self.buf.push('\n');
+        self.flush();
+    }
+
+    /// Ends the current line (before an error or a note).
+    pub fn end_line(&mut self) {
+        self.newline_if_needed();
+        self.flush();
+    }
+
+    /// Writes what is buffered to stdout.
+    pub fn flush(&mut self) {
+        if self.buf.is_empty() {
+            return;
+        }
+        let mut out = std::io::stdout().lock();
+        let _ = out.write_all(self.buf.as_bytes());
+        let _ = out.flush();
+        self.buf.clear();
+    }
+}
+
+trait RoleName {
+    fn role_name(&self) -> &'static str;
+}
+
+impl RoleName for Message {
+    fn role_name(&self) -> &'static str {
+        match self.role {
+            Role::System => "system",
+            Role::User => "user",
+            Role::Assistant => "assistant",
+            Role::Tool => "tool",
+            _ => "message",
+        }
+    }
+}
+
+/// A tool call in short, e.g. `write_file /hello.py (3 lines)` or `$ python3 hello.py`.
+pub fn call_summary(name: &str, arguments: &str, max: usize) -> String {
+    let args: Value = serde_json::from_str(arguments).unwrap_or(Value::Null);
+    let s = |k: &str| args.get(k).and_then(Value::as_str);
+    let short = match name {
+        "write_file" => s("path").map(|p| {
+            let n = s("content").map_or(0, |c| c.lines().count());
+            format!("{p} ({n} lines)")
+        }),
+        "edit_file" => s("path").map(str::to_owned),
+        "read_file" | "ls" => s("path").map(str::to_owned),
+        "execute" => s("command").map(|c| format!("$ {}", one_line(c, max))),
+        "grep" | "glob" => s("pattern").map(|p| match s("path") {
+            Some(path) => format!("{p:?} in {path}"),
+            None => format!("{p:?}"),
+        }),
+        "write_todos" => args
+            .get("todos")
+            .and_then(Value::as_array)
+            .map(|t| format!("({} items)", t.len())),
+        "task" => s("description").map(|d| {
+            let who = s("subagent_type").unwrap_or("subagent");
+            format!("{who}: {}", one_line(d, max))
+        }),
+        _ => None,
+    };
+    match short {
+        Some(s) => format!("{name} {s}"),
+        None if arguments.trim().is_empty() => name.to_owned(),
+        None => format!("{name} {}", one_line(arguments, max)),
+    }
+}
+
+/// A tool result in short: its first `lines` lines, each cut to `max` characters.
+pub fn result_summary(text: &str, lines: usize, max: usize) -> String {
+    let all: Vec<&str> = text.lines().filter(|l| !l.trim().is_empty()).collect();
+    if all.is_empty() {
+        return "(empty)".to_owned();
+    }
+    let mut shown: Vec<String> = all.iter().take(lines).map(|l| one_line(l, max)).collect();
+    if all.len() > lines {
+        shown.push(format!("(+{} more lines)", all.len() - lines));
+    }
+    shown.join("\n    ")
+}
+
+/// The todo list of `write_todos` arguments as checklist lines.
+pub fn todo_checklist(arguments: &str) -> Option<Vec<String>> {
+    let args: Value = serde_json::from_str(arguments).ok()?;
+    let todos = args.get("todos")?.as_array()?;
+    Some(
+        todos
+            .iter()
+            .map(|t| {
+                let content = t.get("content").and_then(Value::as_str).unwrap_or("");
+                let mark = match t.get("status").and_then(Value::as_str) {
+                    Some("completed") => "[x]",
+                    Some("in_progress") => "[~]",
+                    _ => "[ ]",
+                };
+                format!("{mark} {}", one_line(content, 100))
+            })
+            .collect(),
+    )
+}
+
+/// Prints updates as JSON lines.
+#[derive(Debug, Default)]
+pub struct JsonRenderer;
+
+impl JsonRenderer {
+    /// Prints one update as one line.
+    pub fn handle(&mut self, u: &ChatResponseUpdate) {
+        Self::print(&serde_json::to_value(u).unwrap_or(Value::Null));
+    }
+
+    /// Prints one JSON value as one line.
+    pub fn print(v: &Value) {
+        let mut out = std::io::stdout().lock();
+        let _ = writeln!(out, "{v}");
+        let _ = out.flush();
+    }
+
+    /// Prints the summary object.
+    pub fn finish(&mut self, summary: &Summary) {
+        let mut v = serde_json::to_value(summary).unwrap_or(Value::Null);
+        if let Value::Object(m) = &mut v {
+            m.insert("type".into(), Value::String("summary".into()));
+        }
+        Self::print(&v);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn short_forms() {
+        assert_eq!(
+            call_summary(
+                "write_file",
+                r#"{"path":"/a.py","content":"x\ny\n"}"#,
+                100
+            ),
+            "write_file /a.py (2 lines)"
+        );
+        assert_eq!(
+            call_summary("execute", r#"{"command":"ls -la"}"#, 100),
+            "execute $ ls -la"
+        );
+        assert_eq!(one_line("a\nb", 10), "a⏎b");
+        assert_eq!(one_line("abcdef", 4), "abc…");
+        assert_eq!(thousands(1234567), "1,234,567");
+        assert_eq!(
+            todo_checklist(r#"{"todos":[{"content":"a","status":"completed"},{"content":"b","status":"pending"}]}"#).unwrap(),
+            ["[x] a", "[ ] b"]
+        );
+        assert_eq!(result_summary("a\nb\nc", 2, 10), "a\n    b\n    (+1 more lines)");
+    }
+}
