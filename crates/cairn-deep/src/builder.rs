@@ -18,6 +18,7 @@ use cairn_core::{
 };
 
 use crate::approval::{ApprovalHandler, ApprovalMiddleware, InterruptOn};
+use crate::compression::{Compressor, Offloading, Summarization};
 use crate::backend::{BackendRuntime, SharedBackend, StateBackend};
 use crate::memory::{MEMORY_STATE_KEY, MemoryFile, load_memory, render_memory};
 use crate::model::{ModelChoice, ModelResolver};
@@ -83,6 +84,9 @@ pub struct DeepAgentBuilder {
     profile: HarnessProfile,
     loop_config: LoopConfig,
     options: ChatOptions,
+    offloading: Offloading,
+    summarization: Summarization,
+    token_counter: Option<Arc<dyn cairn_tokens::TokenCounter>>,
     depth: usize,
 }
 
@@ -109,6 +113,9 @@ impl Default for DeepAgentBuilder {
             profile: HarnessProfile::default(),
             loop_config: LoopConfig::default(),
             options: ChatOptions::default(),
+            offloading: Offloading::default(),
+            summarization: Summarization::default(),
+            token_counter: None,
             depth: 0,
         }
     }
@@ -124,6 +131,8 @@ impl std::fmt::Debug for DeepAgentBuilder {
             .field("skills", &self.skills)
             .field("subagents", &self.subagents)
             .field("profile", &self.profile)
+            .field("offloading", &self.offloading)
+            .field("summarization", &self.summarization)
             .finish_non_exhaustive()
     }
 }
@@ -277,6 +286,46 @@ impl DeepAgentBuilder {
         self
     }
 
+    /// How large tool results and old file arguments are offloaded (see
+    /// [`compression`](crate::compression)). A profile's `max_tool_result_tokens` overrides the
+    /// result threshold.
+    pub fn offloading(mut self, offloading: Offloading) -> Self {
+        self.offloading = offloading;
+        self
+    }
+
+    /// How older messages are summarized when the context fills up: model, prompt, trigger,
+    /// keep, summary length (see [`compression`](crate::compression)). The input window is the
+    /// profile's `max_input_tokens`, else the known window of the model.
+    ///
+    /// ```
+    /// use cairn_core::{ChatResponse, testing::ScriptedClient};
+    /// use cairn_deep::{DeepAgent, Keep, Summarization, Trigger};
+    /// let cheap = ScriptedClient::from_responses([ChatResponse::text("## Session intent ...")]);
+    /// let agent = DeepAgent::builder()
+    ///     .client(ScriptedClient::from_responses([ChatResponse::text("hi")]))
+    ///     .summarization(
+    ///         Summarization::new()
+    ///             .model(std::sync::Arc::new(cheap) as std::sync::Arc<dyn cairn_core::ChatClient>)
+    ///             .trigger(Trigger::Fraction(0.8))
+    ///             .keep(Keep::Messages(10)),
+    ///     )
+    ///     .build()
+    ///     .unwrap();
+    /// # let _ = agent;
+    /// ```
+    pub fn summarization(mut self, summarization: Summarization) -> Self {
+        self.summarization = summarization;
+        self
+    }
+
+    /// Counts tokens with `counter` (for example a local model's own tokenizer) instead of the
+    /// counter chosen by model name. Counts are cached per message.
+    pub fn token_counter(mut self, counter: Arc<dyn cairn_tokens::TokenCounter>) -> Self {
+        self.token_counter = Some(counter);
+        self
+    }
+
     /// Builds the agent.
     pub fn build(self) -> Result<Agent, DeepAgentError> {
         let model = self.model.clone().ok_or(DeepAgentError::NoModel)?;
@@ -330,6 +379,7 @@ impl DeepAgentBuilder {
         if options.max_tokens.is_none() {
             options.max_tokens = self.profile.max_reply_tokens;
         }
+        let compression = self.compressor(&client, &backend)?;
         let mut b = Agent::builder_shared(client)
             .default_options(options)
             .loop_config(self.loop_config.clone())
@@ -337,6 +387,13 @@ impl DeepAgentBuilder {
             .middleware(setup)
             .middleware(PromptMiddleware)
             .middleware(turn_guard);
+        let [compress_setup, offload, compress_chat] = match &compression {
+            Some(c) => c.middleware().map(Some),
+            None => [None, None, None],
+        };
+        if let (Some(setup), Some(offload)) = (compress_setup, offload) {
+            b = b.middleware(setup).middleware(offload);
+        }
         if let Some(name) = &self.name {
             b = b.name(name.clone());
         }
@@ -352,7 +409,36 @@ impl DeepAgentBuilder {
                 ));
             }
         }
+        if let Some(chat) = compress_chat {
+            // Last, so it counts and compacts the request exactly as it is sent.
+            b = b.middleware(chat);
+        }
         Ok(b.build())
+    }
+
+    fn compressor(
+        &self,
+        client: &Arc<dyn cairn_core::ChatClient>,
+        backend: &SharedBackend,
+    ) -> Result<Option<Arc<Compressor>>, DeepAgentError> {
+        if !self.offloading.enabled && !self.summarization.enabled {
+            return Ok(None);
+        }
+        let summarizer = match &self.summarization.model {
+            Some(m) => Some(m.resolve(self.resolver.as_ref())?),
+            None => None,
+        };
+        let c = Compressor::new(
+            self.offloading.clone(),
+            self.summarization.clone(),
+            Arc::clone(backend),
+            Arc::clone(client),
+            summarizer,
+        )
+        .with_window(self.profile.max_input_tokens)
+        .with_result_threshold(self.profile.max_tool_result_tokens)
+        .with_counter(self.token_counter.clone());
+        Ok(Some(Arc::new(c)))
     }
 
     fn task_tool(
@@ -405,6 +491,9 @@ impl DeepAgentBuilder {
                 profile: self.profile.clone(),
                 loop_config: self.loop_config.clone(),
                 options: self.options.clone(),
+                offloading: self.offloading.clone(),
+                summarization: self.summarization.clone(),
+                token_counter: self.token_counter.clone(),
                 depth: self.depth + 1,
             };
             built.push((spec.name.clone(), spec.description.clone(), child.build()?));

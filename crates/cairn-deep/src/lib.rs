@@ -30,6 +30,7 @@
 pub mod approval;
 pub mod backend;
 pub mod builder;
+pub mod compression;
 pub mod error;
 pub mod format;
 pub mod memory;
@@ -48,6 +49,7 @@ pub use backend::{
     SharedBackend, StateBackend, StoreBackend,
 };
 pub use builder::{DeepAgent, DeepAgentBuilder, DeepAgentError};
+pub use compression::{Compressor, Keep, Offloading, Summarization, Trigger};
 pub use error::BackendError;
 pub use model::{ModelChoice, ModelResolver};
 pub use profile::{HarnessProfile, ProfileRegistry};
