@@ -1,12 +1,13 @@
 //! One-off comparison of `bpe-openai` (the backend of `BpeCounter`) with `tiktoken-rs` on the
 //! same texts: load time, agreement and throughput. Run with
 //! `cargo bench -p cairn-tokens --features compare-tiktoken --bench compare`.
+#![allow(missing_docs)] // criterion_main! generates an undocumented `main`.
 
 use std::hint::black_box;
 use std::time::Instant;
 
 use cairn_core::message::Content;
-use cairn_tokens::{BpeCounter, TokenCounter, synthetic};
+use cairn_tokens::{BpeCounter, synthetic};
 use criterion::{Criterion, Throughput, criterion_group, criterion_main};
 
 fn history_text() -> String {

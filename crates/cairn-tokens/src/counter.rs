@@ -33,6 +33,9 @@ pub const REPLY_PRIMING: usize = 3;
 /// with [`ImageWeight::custom`].
 pub const DEFAULT_IMAGE_TOKENS: usize = 765;
 
+/// A function of an image's URL (or `data:` URI) and media type giving its token count.
+pub type ImageFn = dyn Fn(&str, Option<&str>) -> usize + Send + Sync;
+
 /// How many tokens an image counts for.
 #[derive(Clone)]
 pub enum ImageWeight {
@@ -40,7 +43,7 @@ pub enum ImageWeight {
     Fixed(usize),
     /// A supplied function of the image URL (or `data:` URI) and media type, for example one
     /// that reads the dimensions from a `data:` URI and applies a provider's tile formula.
-    Custom(Arc<dyn Fn(&str, Option<&str>) -> usize + Send + Sync>),
+    Custom(Arc<ImageFn>),
 }
 
 impl ImageWeight {

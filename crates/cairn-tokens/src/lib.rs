@@ -39,8 +39,8 @@ pub mod synthetic;
 pub use bpe::{BpeCounter, Encoding};
 pub use cache::{CacheStats, CachedCounter, DEFAULT_CACHE_CAPACITY};
 pub use counter::{
-    DEFAULT_IMAGE_TOKENS, FUNCTION_CALL_OVERHEAD, ImageWeight, MESSAGE_OVERHEAD, NAME_OVERHEAD,
-    REPLY_PRIMING, TokenCounter, count_message_parts,
+    DEFAULT_IMAGE_TOKENS, FUNCTION_CALL_OVERHEAD, ImageFn, ImageWeight, MESSAGE_OVERHEAD,
+    NAME_OVERHEAD, REPLY_PRIMING, TokenCounter, count_message_parts,
 };
 pub use estimate::{EstimateCounter, NON_OPENAI_SCALE};
 pub use profile::{ModelProfile, counter_for_model, encoding_for_model, profile_for_model};

@@ -47,11 +47,19 @@ impl ModelProfile {
 const O200K: Option<Encoding> = Some(Encoding::O200kBase);
 const CL100K: Option<Encoding> = Some(Encoding::Cl100kBase);
 
+/// A table row: `(name prefixes, max input, max output, encoding)`.
+type Row = (
+    &'static [&'static str],
+    usize,
+    Option<usize>,
+    Option<Encoding>,
+);
+
 /// `(name prefixes, max input, max output, encoding)`, most specific prefixes first: the first
 /// row with a matching prefix wins. Values are the providers' published limits; where a model
 /// has a larger opt-in window (Claude's 1M beta, Qwen's YaRN extension) the default one is used.
 #[rustfmt::skip]
-const TABLE: &[(&[&str], usize, Option<usize>, Option<Encoding>)] = &[
+const TABLE: &[Row] = &[
     // OpenAI
     (&["gpt-4o", "chatgpt-4o"], 128_000, Some(16_384), O200K),
     (&["gpt-4.1"], 1_047_576, Some(32_768), O200K),
