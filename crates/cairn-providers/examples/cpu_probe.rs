@@ -7,6 +7,10 @@
 //!
 //! Each call sends a 11-message conversation with one tool and gets one tool call back. CPU time
 //! is read from `/proc/self/task/*/schedstat` (Linux).
+//!
+//! `MODES` picks the measured modes (comma-separated, default all four): `chat`,
+//! `chat-stream`, `responses`, `responses-stream`. Under `valgrind --tool=callgrind`, the
+//! difference between two runs with different `N` gives instructions per call.
 
 use std::error::Error;
 
@@ -70,6 +74,9 @@ fn main() -> Result<(), Box<dyn Error>> {
             ..Default::default()
         };
         let (fk, ck) = (Kwargs::new(), Kwargs::new());
+        let modes = std::env::var("MODES")
+            .unwrap_or_else(|_| "chat,chat-stream,responses,responses-stream".to_owned());
+        let modes: Vec<&str> = modes.split(',').map(str::trim).collect();
         for api in [Api::ChatCompletions, Api::Responses] {
             let c = OpenAIClient::builder()
                 .base_url(&url)
@@ -77,6 +84,15 @@ fn main() -> Result<(), Box<dyn Error>> {
                 .api(api)
                 .build()?;
             for stream in [false, true] {
+                let name = match (api, stream) {
+                    (Api::ChatCompletions, false) => "chat",
+                    (Api::ChatCompletions, true) => "chat-stream",
+                    (Api::Responses, false) => "responses",
+                    (Api::Responses, true) => "responses-stream",
+                };
+                if !modes.contains(&name) {
+                    continue;
+                }
                 for _ in 0..50 {
                     c.get_response(&msgs, &o, &fk, &ck).await?;
                 }

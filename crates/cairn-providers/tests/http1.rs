@@ -15,7 +15,7 @@ fn client(server: &TestServer, builtin: bool) -> OpenAIClient {
         .base_url(server.url())
         .model("m")
         .api(Api::ChatCompletions)
-        .builtin_http1(builtin)
+        .hyper_http1(builtin)
         .timeout(Duration::from_secs(5))
         .retry_policy(cairn_providers::RetryPolicy {
             max_retries: 1,

@@ -18,12 +18,12 @@ use support::*;
 const KEY: &str = "sk-test-SECRET-0123456789";
 
 thread_local! {
-    /// Whether this test thread's clients use reqwest instead of the built-in HTTP/1.1 client.
+    /// Whether this test thread's clients use reqwest instead of the lean hyper transport.
     static USE_REQWEST: std::cell::Cell<bool> = const { std::cell::Cell::new(false) };
 }
 
 fn builder() -> cairn_providers::OpenAIClientBuilder {
-    OpenAIClient::builder().builtin_http1(!USE_REQWEST.with(|c| c.get()))
+    OpenAIClient::builder().hyper_http1(!USE_REQWEST.with(|c| c.get()))
 }
 
 /// Runs an async test body once per transport.
@@ -31,7 +31,7 @@ macro_rules! both_transports {
     ($($name:ident),* $(,)?) => {$(
         mod $name {
             #[tokio::test]
-            async fn builtin_http1() {
+            async fn hyper_http1() {
                 super::USE_REQWEST.with(|c| c.set(false));
                 super::$name().await
             }

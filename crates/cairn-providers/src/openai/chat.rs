@@ -14,7 +14,7 @@ use serde_json::value::RawValue;
 
 use super::StreamDecoder;
 use super::wire::{
-    Extras, LooseText, ResponseFormat, WireUsage, arguments_text, decode_error, event_error,
+    Extras, LooseText, ResponseFormat, Str, WireUsage, arguments_text, decode_error, event_error,
     nullable, text_of,
 };
 
@@ -397,10 +397,10 @@ struct WireChoice<'a> {
 /// A complete response or a stream chunk (the same shape, `message` vs `delta`).
 #[derive(Deserialize)]
 struct WireCompletion<'a> {
-    #[serde(default)]
-    id: Option<String>,
-    #[serde(default)]
-    model: Option<String>,
+    #[serde(default, borrow)]
+    id: Option<Str<'a>>,
+    #[serde(default, borrow)]
+    model: Option<Str<'a>>,
     #[serde(default, deserialize_with = "nullable", borrow)]
     choices: Vec<WireChoice<'a>>,
     #[serde(default)]
@@ -476,8 +476,8 @@ pub(crate) fn parse_response(body: &[u8]) -> Result<ChatResponse, ChatError> {
         messages: vec![Message::new(Role::Assistant, contents)],
         finish_reason: choice.finish_reason.0.as_deref().map(FinishReason::from),
         usage: w.usage.as_ref().map(WireUsage::to_usage),
-        model: w.model,
-        response_id: w.id,
+        model: w.model.map(Str::into_owned),
+        response_id: w.id.map(Str::into_owned),
     })
 }
 
@@ -524,11 +524,12 @@ impl ChatStreamDecoder {
         {
             return Err(error_value(e));
         }
+        // Every chunk repeats them: keep the first (borrowed until then, so not allocated).
         if self.id.is_none() {
-            self.id = w.id.take();
+            self.id = w.id.take().map(Str::into_owned);
         }
         if self.model.is_none() {
-            self.model = w.model.take();
+            self.model = w.model.take().map(Str::into_owned);
         }
         if let Some(choice) = first_choice(&mut w.choices) {
             if let Some(delta) = choice.delta.take().or_else(|| choice.message.take()) {

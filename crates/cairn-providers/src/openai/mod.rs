@@ -34,11 +34,13 @@
 //!
 //! # Transport
 //!
-//! Plain `http://` servers (local models, benchmarks' fake servers) are reached through a small
-//! built-in HTTP/1.1 client with pooled keep-alive connections, which spends a fraction of the
-//! CPU of a general-purpose client per call. `https://` servers, environments with an HTTP
-//! proxy, and clients given their own [`reqwest::Client`] use `reqwest` (rustls with the `ring`
-//! provider). [`OpenAIClientBuilder::builtin_http1`] turns the built-in client off.
+//! Plain `http://` servers (local models, benchmarks' fake servers) are reached through a lean
+//! transport: hyper's low-level HTTP/1.1 client connections (`hyper::client::conn::http1`) with
+//! a small keep-alive pool, without reqwest's layers (connector stack, proxy matching, header
+//! and URL conversions), which spends less CPU per call. hyper does all of the HTTP/1.1
+//! protocol. `https://` servers, environments with an HTTP proxy, and clients given their own
+//! [`reqwest::Client`] use `reqwest` (rustls with the `ring` provider).
+//! [`OpenAIClientBuilder::hyper_http1`] turns the lean transport off.
 //!
 //! # Timeouts and retries
 //!
@@ -66,6 +68,7 @@ mod wire;
 use std::collections::VecDeque;
 use std::fmt;
 use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
 
 use bytes::Bytes;
@@ -73,8 +76,11 @@ use cairn_core::{
     BoxFuture, ChatClient, ChatError, ChatErrorKind, ChatOptions, ChatResponse, ChatResponseUpdate,
     ChatStream, Kwargs, Message,
 };
+use http_body_util::Full;
 use reqwest::Url;
-use reqwest::header::{ACCEPT, AUTHORIZATION, CONTENT_TYPE, HeaderMap, HeaderName, HeaderValue};
+use reqwest::header::{
+    ACCEPT, AUTHORIZATION, CONTENT_TYPE, HOST, HeaderMap, HeaderName, HeaderValue,
+};
 
 pub use retry::RetryPolicy;
 
@@ -149,7 +155,7 @@ pub struct OpenAIClientBuilder {
     provider: String,
     legacy_max_tokens: bool,
     stream_usage: bool,
-    builtin_http1: bool,
+    hyper_http1: bool,
 }
 
 impl Default for OpenAIClientBuilder {
@@ -167,7 +173,7 @@ impl Default for OpenAIClientBuilder {
             provider: "openai".to_owned(),
             legacy_max_tokens: false,
             stream_usage: true,
-            builtin_http1: true,
+            hyper_http1: true,
         }
     }
 }
@@ -313,14 +319,21 @@ impl OpenAIClientBuilder {
         self
     }
 
-    /// Whether plain `http://` servers are reached through cairn's built-in HTTP/1.1 client
-    /// (default true): pooled keep-alive connections and a fraction of the CPU per call of a
-    /// general-purpose client, which matters against local servers. It is not used for
-    /// `https://`, when an HTTP proxy is configured in the environment (`HTTP_PROXY`,
-    /// `ALL_PROXY`), or with [`http_client`](Self::http_client); `reqwest` is used then.
-    pub fn builtin_http1(mut self, yes: bool) -> Self {
-        self.builtin_http1 = yes;
+    /// Whether plain `http://` servers are reached through the lean transport (default true):
+    /// hyper's HTTP/1.1 client connections with a small keep-alive pool, skipping reqwest's
+    /// layers, which saves CPU per call against local servers. It is not used for `https://`,
+    /// when an HTTP proxy is configured in the environment (`HTTP_PROXY`, `ALL_PROXY`), or with
+    /// [`http_client`](Self::http_client); `reqwest` is used then.
+    pub fn hyper_http1(mut self, yes: bool) -> Self {
+        self.hyper_http1 = yes;
         self
+    }
+
+    /// The former name of [`hyper_http1`](Self::hyper_http1) (the transport was a hand-written
+    /// HTTP/1.1 client before it used hyper).
+    #[deprecated(note = "renamed to `hyper_http1`")]
+    pub fn builtin_http1(self, yes: bool) -> Self {
+        self.hyper_http1(yes)
     }
 
     /// Builds the client.
@@ -368,7 +381,7 @@ impl OpenAIClientBuilder {
         }
 
         let raw = self.http.is_none()
-            && self.builtin_http1
+            && self.hyper_http1
             && base_url.scheme() == "http"
             && !proxy_in_env();
         let transport = match (self.http, raw) {
@@ -385,32 +398,42 @@ impl OpenAIClientBuilder {
                         )));
                     }
                 };
-                let mut head = Vec::with_capacity(256);
-                head.extend_from_slice(b"Host: ");
-                head.extend_from_slice(base_url.host_str().unwrap_or("").as_bytes());
-                if let Some(p) = base_url.port() {
-                    head.extend_from_slice(format!(":{p}").as_bytes());
-                }
-                head.extend_from_slice(b"\r\nContent-Type: application/json\r\n");
+                let mut head = HeaderMap::with_capacity(8 + headers.len());
+                let host_header = match base_url.port() {
+                    Some(p) => format!("{}:{p}", base_url.host_str().unwrap_or("")),
+                    None => base_url.host_str().unwrap_or("").to_owned(),
+                };
+                head.insert(
+                    HOST,
+                    HeaderValue::try_from(host_header)
+                        .map_err(|_| config(format!("invalid host in {:?}", self.base_url)))?,
+                );
+                head.insert(CONTENT_TYPE, HeaderValue::from_static("application/json"));
                 if let Some(a) = &auth {
-                    head.extend_from_slice(b"Authorization: ");
-                    head.extend_from_slice(a.as_bytes());
-                    head.extend_from_slice(b"\r\n");
+                    head.insert(AUTHORIZATION, a.clone());
                 }
-                for (n, v) in &headers {
-                    push_header(&mut head, n, v);
-                }
-                Transport::Raw {
+                let mut head_sse = head.clone();
+                head.insert(ACCEPT, HeaderValue::from_static("application/json"));
+                head_sse.insert(ACCEPT, HeaderValue::from_static("text/event-stream"));
+                // Configured headers replace cairn's own of the same name (as with reqwest).
+                head.extend(headers.clone());
+                head_sse.extend(headers.clone());
+                let uri = |u: &Url| {
+                    hyper::Uri::try_from(path_of(u))
+                        .map_err(|e| config(format!("invalid base URL {:?}: {e}", self.base_url)))
+                };
+                Transport::Hyper(Arc::new(HyperRoute {
                     http: Arc::new(http1::Http1::new(
                         host,
                         port,
                         self.connect_timeout,
                         self.timeout,
                     )),
-                    head,
-                    chat_path: path_of(&chat_url),
-                    responses_path: path_of(&responses_url),
-                }
+                    head_json: head,
+                    head_sse,
+                    chat_uri: uri(&chat_url)?,
+                    responses_uri: uri(&responses_url)?,
+                }))
             }
             (None, false) => Transport::Reqwest(http_client(self.timeout, self.connect_timeout)?),
         };
@@ -435,6 +458,7 @@ impl OpenAIClientBuilder {
                     "max_completion_tokens"
                 },
                 stream_usage: self.stream_usage,
+                body_hint: AtomicUsize::new(1024),
             }),
         })
     }
@@ -456,15 +480,21 @@ pub struct OpenAIClient {
 enum Transport {
     /// `reqwest` (TLS, proxies, HTTP/2).
     Reqwest(reqwest::Client),
-    /// The built-in HTTP/1.1 client for plain `http://`.
-    Raw {
-        http: Arc<http1::Http1>,
-        /// Pre-rendered header lines sent with every request (Host, Content-Type,
-        /// Authorization, configured headers).
-        head: Vec<u8>,
-        chat_path: String,
-        responses_path: String,
-    },
+    /// hyper's HTTP/1.1 client connections, pooled, for plain `http://` (see [`http1`]).
+    Hyper(Arc<HyperRoute>),
+}
+
+/// What the hyper transport sends every request with.
+struct HyperRoute {
+    http: Arc<http1::Http1>,
+    /// The headers of every request (Host, Content-Type, Authorization, configured headers)
+    /// with `Accept: application/json`.
+    head_json: HeaderMap,
+    /// The same with `Accept: text/event-stream`.
+    head_sse: HeaderMap,
+    /// Origin-form request targets.
+    chat_uri: hyper::Uri,
+    responses_uri: hyper::Uri,
 }
 
 fn path_of(url: &Url) -> String {
@@ -472,13 +502,6 @@ fn path_of(url: &Url) -> String {
         Some(q) => format!("{}?{q}", url.path()),
         None => url.path().to_owned(),
     }
-}
-
-fn push_header(out: &mut Vec<u8>, name: &HeaderName, value: &HeaderValue) {
-    out.extend_from_slice(name.as_str().as_bytes());
-    out.extend_from_slice(b": ");
-    out.extend_from_slice(value.as_bytes());
-    out.extend_from_slice(b"\r\n");
 }
 
 fn proxy_in_env() -> bool {
@@ -490,10 +513,10 @@ fn proxy_in_env() -> bool {
 /// A response of either transport.
 enum Resp {
     Reqwest(reqwest::Response),
-    Raw(http1::RawResponse),
+    Hyper(http1::Response),
 }
 
-fn raw_body_error(e: std::io::Error) -> ChatError {
+fn hyper_body_error(e: std::io::Error) -> ChatError {
     let kind = match e.kind() {
         std::io::ErrorKind::TimedOut => ChatErrorKind::Timeout,
         std::io::ErrorKind::InvalidData => ChatErrorKind::Decode,
@@ -506,28 +529,28 @@ impl Resp {
     fn status(&self) -> u16 {
         match self {
             Resp::Reqwest(r) => r.status().as_u16(),
-            Resp::Raw(r) => r.status(),
+            Resp::Hyper(r) => r.status(),
         }
     }
 
     fn retry_after(&self) -> Option<Duration> {
         match self {
             Resp::Reqwest(r) => retry::retry_after(r.headers()),
-            Resp::Raw(r) => r.retry_after(),
+            Resp::Hyper(r) => r.retry_after(),
         }
     }
 
     async fn bytes(self) -> Result<Bytes, ChatError> {
         match self {
             Resp::Reqwest(r) => r.bytes().await.map_err(|e| transport_error(e, true)),
-            Resp::Raw(r) => r.bytes().await.map_err(raw_body_error),
+            Resp::Hyper(r) => r.bytes().await.map_err(hyper_body_error),
         }
     }
 
     async fn chunk(&mut self) -> Result<Option<Bytes>, ChatError> {
         match self {
             Resp::Reqwest(r) => r.chunk().await.map_err(|e| transport_error(e, true)),
-            Resp::Raw(r) => r.chunk().await.map_err(raw_body_error),
+            Resp::Hyper(r) => r.chunk().await.map_err(hyper_body_error),
         }
     }
 }
@@ -547,6 +570,8 @@ struct Inner {
     provider: String,
     max_tokens_field: &'static str,
     stream_usage: bool,
+    /// A capacity for the next request body: the last one's size plus some room.
+    body_hint: AtomicUsize,
 }
 
 impl fmt::Debug for OpenAIClient {
@@ -619,6 +644,7 @@ impl OpenAIClient {
                 provider: i.provider.clone(),
                 max_tokens_field: i.max_tokens_field,
                 stream_usage: i.stream_usage,
+                body_hint: AtomicUsize::new(i.body_hint.load(Ordering::Relaxed)),
             }),
         }
     }
@@ -671,8 +697,8 @@ fn transport_error(e: reqwest::Error, reading: bool) -> ChatError {
     ChatError::new(kind, msg).with_source(e)
 }
 
-struct Prepared {
-    url: Url,
+struct Prepared<'a> {
+    url: &'a Url,
     body: Bytes,
     extra_headers: Option<HeaderMap>,
 }
@@ -684,7 +710,7 @@ impl Inner {
         options: &ChatOptions,
         client_kwargs: &Kwargs,
         stream: bool,
-    ) -> Result<Prepared, ChatError> {
+    ) -> Result<Prepared<'_>, ChatError> {
         let model = options
             .model
             .as_deref()
@@ -729,96 +755,93 @@ impl Inner {
             props: &options.additional_properties,
             body: extra_body,
         };
-        let (url, body) = match self.api {
+        // Serialize into a buffer sized like the previous request (conversations grow), which
+        // saves the reallocations and copies of growing it from empty.
+        let mut body = Vec::with_capacity(self.body_hint.load(Ordering::Relaxed));
+        let (url, written) = match self.api {
             Api::ChatCompletions => (
                 &self.chat_url,
-                serde_json::to_vec(&chat::ChatRequest {
-                    model,
-                    messages,
-                    options,
-                    stream,
-                    stream_usage: self.stream_usage,
-                    extras,
-                    max_tokens_field: self.max_tokens_field,
-                }),
+                serde_json::to_writer(
+                    &mut body,
+                    &chat::ChatRequest {
+                        model,
+                        messages,
+                        options,
+                        stream,
+                        stream_usage: self.stream_usage,
+                        extras,
+                        max_tokens_field: self.max_tokens_field,
+                    },
+                ),
             ),
             Api::Responses => (
                 &self.responses_url,
-                serde_json::to_vec(&responses::ResponsesRequest {
-                    model,
-                    messages,
-                    options,
-                    stream,
-                    extras,
-                }),
+                serde_json::to_writer(
+                    &mut body,
+                    &responses::ResponsesRequest {
+                        model,
+                        messages,
+                        options,
+                        stream,
+                        extras,
+                    },
+                ),
             ),
         };
-        let body = body.map_err(|e| {
+        written.map_err(|e| {
             ChatError::new(
                 ChatErrorKind::Config,
                 format!("the request could not be serialized: {e}"),
             )
             .with_source(e)
         })?;
+        self.body_hint
+            .store(body.len() + body.len() / 8 + 256, Ordering::Relaxed);
         Ok(Prepared {
-            url: url.clone(),
+            url,
             body: Bytes::from(body),
             extra_headers,
         })
     }
 
     /// Sends the request, retrying before the first byte of a successful response.
-    async fn send(&self, p: &Prepared, stream: bool) -> Result<Resp, ChatError> {
-        let raw_request = match &self.transport {
-            Transport::Raw {
-                head,
-                chat_path,
-                responses_path,
-                ..
-            } => {
-                let path = match self.api {
-                    Api::ChatCompletions => chat_path,
-                    Api::Responses => responses_path,
-                };
-                let mut r = Vec::with_capacity(head.len() + path.len() + p.body.len() + 96);
-                r.extend_from_slice(b"POST ");
-                r.extend_from_slice(path.as_bytes());
-                r.extend_from_slice(b" HTTP/1.1\r\n");
-                r.extend_from_slice(head);
-                r.extend_from_slice(if stream {
-                    b"Accept: text/event-stream\r\n"
-                } else {
-                    b"Accept: application/json\r\n"
-                });
-                if let Some(h) = &p.extra_headers {
-                    for (n, v) in h {
-                        push_header(&mut r, n, v);
-                    }
-                }
-                r.extend_from_slice(b"Content-Length: ");
-                r.extend_from_slice(p.body.len().to_string().as_bytes());
-                r.extend_from_slice(b"\r\n\r\n");
-                r.extend_from_slice(&p.body);
-                Some(r)
-            }
-            Transport::Reqwest(_) => None,
-        };
+    async fn send(&self, p: &Prepared<'_>, stream: bool) -> Result<Resp, ChatError> {
         let mut attempt = 0u32;
         loop {
-            let sent = match (&self.transport, &raw_request) {
-                (Transport::Raw { http, .. }, Some(req)) => http
-                    .send(req)
-                    .await
-                    .map(Resp::Raw)
-                    .map_err(|f| self.raw_failure(f)),
-                (Transport::Reqwest(http), _) => self
+            let sent = match &self.transport {
+                Transport::Hyper(route) => {
+                    let HyperRoute {
+                        http,
+                        head_json,
+                        head_sse,
+                        chat_uri,
+                        responses_uri,
+                    } = &**route;
+                    let uri = match self.api {
+                        Api::ChatCompletions => chat_uri,
+                        Api::Responses => responses_uri,
+                    };
+                    let head = if stream { head_sse } else { head_json };
+                    let make = || {
+                        let mut req = hyper::Request::new(Full::new(p.body.clone()));
+                        *req.method_mut() = hyper::Method::POST;
+                        *req.uri_mut() = uri.clone();
+                        *req.headers_mut() = head.clone();
+                        if let Some(h) = &p.extra_headers {
+                            req.headers_mut().extend(h.clone());
+                        }
+                        req
+                    };
+                    http.send(make)
+                        .await
+                        .map(Resp::Hyper)
+                        .map_err(|f| self.hyper_failure(f))
+                }
+                Transport::Reqwest(http) => self
                     .send_reqwest(http, p, stream)
                     .await
                     .map(Resp::Reqwest)
                     .map_err(|e| transport_error(e, false)),
-                (Transport::Raw { .. }, None) => {
-                    return Err(ChatError::new(ChatErrorKind::Other, "no request was built"));
-                }
             };
             let (error, retry) = match sent {
                 Ok(resp) if (200..300).contains(&resp.status()) => return Ok(resp),
@@ -850,7 +873,7 @@ impl Inner {
         }
     }
 
-    fn raw_failure(&self, f: http1::Failure) -> ChatError {
+    fn hyper_failure(&self, f: http1::Failure) -> ChatError {
         match f {
             http1::Failure::Connect(e) => ChatError::new(
                 ChatErrorKind::Connect,
@@ -865,7 +888,11 @@ impl Inner {
                 ),
             )
             .with_source(e),
-            http1::Failure::Protocol(m) => ChatError::new(ChatErrorKind::Decode, m),
+            http1::Failure::Protocol(e) => ChatError::new(
+                ChatErrorKind::Decode,
+                format!("invalid HTTP response from {}: {e}", self.base_url),
+            )
+            .with_source(e),
             http1::Failure::Timeout => ChatError::new(
                 ChatErrorKind::Timeout,
                 format!(
@@ -879,7 +906,7 @@ impl Inner {
     async fn send_reqwest(
         &self,
         http: &reqwest::Client,
-        p: &Prepared,
+        p: &Prepared<'_>,
         stream: bool,
     ) -> Result<reqwest::Response, reqwest::Error> {
         static JSON: HeaderValue = HeaderValue::from_static("application/json");

@@ -81,7 +81,7 @@ impl SseParser {
     ) -> Result<(), E> {
         let mut rest = input;
         loop {
-            let Some(end) = rest.iter().position(|&b| b == b'\n' || b == b'\r') else {
+            let Some(end) = memchr::memchr2(b'\n', b'\r', rest) else {
                 self.buf.extend_from_slice(rest);
                 return Ok(());
             };
@@ -118,7 +118,7 @@ impl SseParser {
         if line[0] == b':' {
             return Ok(());
         }
-        let (field, value) = match line.iter().position(|&b| b == b':') {
+        let (field, value) = match memchr::memchr(b':', line) {
             Some(i) => {
                 let v = &line[i + 1..];
                 (&line[..i], v.strip_prefix(b" ").unwrap_or(v))

@@ -21,6 +21,39 @@ where
     Option::<T>::deserialize(d).map(Option::unwrap_or_default)
 }
 
+/// A string borrowed from the input when it has no escapes (owned otherwise), for fields that
+/// are often read but rarely kept.
+#[derive(Debug, Clone, PartialEq)]
+pub(crate) struct Str<'a>(pub(crate) Cow<'a, str>);
+
+impl Str<'_> {
+    pub(crate) fn into_owned(self) -> String {
+        self.0.into_owned()
+    }
+}
+
+impl<'de: 'a, 'a> Deserialize<'de> for Str<'a> {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        struct V;
+        impl<'de> Visitor<'de> for V {
+            type Value = Str<'de>;
+            fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+                f.write_str("a string")
+            }
+            fn visit_borrowed_str<E: de::Error>(self, v: &'de str) -> Result<Str<'de>, E> {
+                Ok(Str(Cow::Borrowed(v)))
+            }
+            fn visit_str<E: de::Error>(self, v: &str) -> Result<Str<'de>, E> {
+                Ok(Str(Cow::Owned(v.to_owned())))
+            }
+            fn visit_string<E: de::Error>(self, v: String) -> Result<Str<'de>, E> {
+                Ok(Str(Cow::Owned(v)))
+            }
+        }
+        d.deserialize_str(V)
+    }
+}
+
 /// A string field that tolerates other shapes: a string is kept, an array of `{text}` parts is
 /// joined, anything else (`null`, numbers, objects) becomes `None`.
 #[derive(Debug, Default, Clone, PartialEq)]
