@@ -334,16 +334,16 @@ impl TurnDecoder {
         self.raw.push_str(piece);
         match self.mode {
             Mode::Constrained => {
-                if self.call.is_none() {
-                    if let Some((name, off)) = constrained_head(&self.raw) {
-                        let id = new_call_id();
-                        out.push(UpdateEvent::ToolCallStart {
-                            index: 0,
-                            call_id: id.clone(),
-                            name,
-                        });
-                        self.call = Some((id, off));
-                    }
+                if self.call.is_none()
+                    && let Some((name, off)) = constrained_head(&self.raw)
+                {
+                    let id = new_call_id();
+                    out.push(UpdateEvent::ToolCallStart {
+                        index: 0,
+                        call_id: id.clone(),
+                        name,
+                    });
+                    self.call = Some((id, off));
                 }
                 if let Some((_, off)) = &self.call {
                     let start = off + self.args_sent;

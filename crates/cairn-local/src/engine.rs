@@ -714,12 +714,12 @@ impl Worker<'_> {
                 text.truncate(cut);
                 stop = StopReason::StopString;
                 ended = true;
-            } else if let Some(after) = req.stop_after.as_deref().filter(|a| !a.is_empty()) {
-                if let Some(p) = text.find(after) {
-                    text.truncate(p + after.len());
-                    stop = StopReason::StopString;
-                    ended = true;
-                }
+            } else if let Some(after) = req.stop_after.as_deref().filter(|a| !a.is_empty())
+                && let Some(p) = text.find(after)
+            {
+                text.truncate(p + after.len());
+                stop = StopReason::StopString;
+                ended = true;
             }
             // Hand out what can no longer become part of a stop string.
             let safe = if ended {

@@ -71,12 +71,12 @@ pub fn parse_reply(raw: &str) -> ParsedReply {
             i = end;
             continue;
         }
-        if rest.starts_with('{') || rest.starts_with('[') {
-            if let Some((found, len)) = json_calls_at(rest) {
-                calls.extend(found);
-                i += len;
-                continue;
-            }
+        if (rest.starts_with('{') || rest.starts_with('['))
+            && let Some((found, len)) = json_calls_at(rest)
+        {
+            calls.extend(found);
+            i += len;
+            continue;
         }
         let ch_len = rest.chars().next().map_or(1, char::len_utf8);
         text.push_str(&rest[..ch_len]);
