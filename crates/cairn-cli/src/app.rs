@@ -75,8 +75,10 @@ pub fn backend(root: &Path) -> Result<SharedBackend> {
 /// Builds the deep agent over `client`.
 pub fn build_agent(client: Arc<dyn ChatClient>, setup: &AgentSetup) -> Result<Agent> {
     let backend = backend(&setup.root)?;
-    let mut loop_config = LoopConfig::default();
-    loop_config.max_iterations = setup.max_steps as usize;
+    let loop_config = LoopConfig {
+        max_iterations: setup.max_steps as usize,
+        ..LoopConfig::default()
+    };
     let mut b = DeepAgent::builder()
         .name("cairn")
         .model(client)
@@ -276,7 +278,9 @@ pub async fn run(cli: Cli) -> Result<u8> {
         Command::Run { .. } => {
             let task = cli.command.task().unwrap_or_default();
             if task.trim().is_empty() {
-                bail!("the task is empty: say what the agent should do, e.g. cairn run \"list the files\"");
+                bail!(
+                    "the task is empty: say what the agent should do, e.g. cairn run \"list the files\""
+                );
             }
             match turn(&agent, &session, &task, g.json, g.verbose).await {
                 TurnOutcome::Done(_) => Ok(0),
@@ -314,7 +318,9 @@ async fn chat(agent: &Agent, session: &AgentSession, json: bool, verbose: bool) 
     if interactive && !json {
         eprintln!(
             "{}",
-            style.dim("Type a request and press Enter. /exit or Ctrl-D ends the chat; Ctrl-C stops.")
+            style.dim(
+                "Type a request and press Enter. /exit or Ctrl-D ends the chat; Ctrl-C stops."
+            )
         );
     }
     let mut failed = false;

@@ -122,11 +122,7 @@ fn prompt(text: &str) {
 fn ask(r: &ApprovalRequest, style: Style) -> Decision {
     let allowed = |k: DecisionKind| r.allowed_decisions.contains(&k);
     eprintln!();
-    eprintln!(
-        "{} {}",
-        style.bold("? approve:"),
-        style.bold(&describe(r))
-    );
+    eprintln!("{} {}", style.bold("? approve:"), style.bold(&describe(r)));
     if let Some(d) = &r.description {
         eprintln!("    {d}");
     }
@@ -205,10 +201,7 @@ fn edit_in_editor(editor: &str, arguments: &Value) -> Option<String> {
         .duration_since(std::time::UNIX_EPOCH)
         .map(|d| d.subsec_nanos())
         .unwrap_or(0);
-    let path = std::env::temp_dir().join(format!(
-        "cairn-args-{}-{nanos}.json",
-        std::process::id()
-    ));
+    let path = std::env::temp_dir().join(format!("cairn-args-{}-{nanos}.json", std::process::id()));
     let pretty = serde_json::to_string_pretty(arguments).unwrap_or_default();
     if let Err(e) = std::fs::write(&path, pretty) {
         eprintln!("  cannot write {}: {e}", path.display());

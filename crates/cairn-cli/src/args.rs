@@ -62,7 +62,13 @@ pub struct Cli {
 pub struct GlobalArgs {
     /// The model as provider:model, e.g. local:, openai:gpt-4.1, ollama:qwen2.5-coder
     /// [default: openai:$OPENAI_MODEL if OPENAI_API_KEY or OPENAI_BASE_URL is set, else local:]
-    #[arg(long, short = 'm', global = true, env = "CAIRN_MODEL", value_name = "PROVIDER:MODEL")]
+    #[arg(
+        long,
+        short = 'm',
+        global = true,
+        env = "CAIRN_MODEL",
+        value_name = "PROVIDER:MODEL"
+    )]
     pub model: Option<String>,
 
     /// Allow every file write, edit and command without asking.
@@ -92,7 +98,9 @@ pub struct GlobalArgs {
 #[derive(Debug, Clone, Subcommand)]
 pub enum Command {
     /// Run one task to the end, showing what the agent does as it happens.
-    #[command(after_help = "Example:\n  cairn run \"find the TODOs in src/ and list them in TODO.md\"")]
+    #[command(
+        after_help = "Example:\n  cairn run \"find the TODOs in src/ and list them in TODO.md\""
+    )]
     Run {
         /// What the agent should do, in plain words.
         #[arg(value_name = "TASK", required = true, num_args = 1..)]

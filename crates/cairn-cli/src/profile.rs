@@ -11,8 +11,9 @@ use cairn_deep::HarnessProfile;
 
 /// The base prompt for the local model (replaces cairn-deep's).
 pub const LOCAL_BASE_PROMPT: &str = "You are a coding agent working in the user's project. \
-Use the tools to inspect, change and run things; call one tool at a time. \
-When the task is done, reply with a short summary and no tool call.";
+Use the tools to inspect, change and run things, one tool call at a time. \
+Do every step the user asks for (for example: write the file, then run it with execute). \
+Only when all steps are done, reply with a short summary and no tool call.";
 
 /// Tokens a tool result may occupy before the rest is offloaded.
 pub const LOCAL_MAX_TOOL_RESULT_TOKENS: usize = 500;

@@ -90,7 +90,7 @@ pub fn thousands(n: u64) -> String {
     let s = n.to_string();
     let mut out = String::new();
     for (i, c) in s.chars().enumerate() {
-        if i > 0 && (s.len() - i) % 3 == 0 {
+        if i > 0 && (s.len() - i).is_multiple_of(3) {
             out.push(',');
         }
         out.push(c);
@@ -118,9 +118,8 @@ pub struct Summary {
 impl Summary {
     /// The human summary line.
     pub fn line(&self) -> String {
-        let plural = |n: usize, one: &str, many: &str| {
-            format!("{n} {}", if n == 1 { one } else { many })
-        };
+        let plural =
+            |n: usize, one: &str, many: &str| format!("{n} {}", if n == 1 { one } else { many });
         let mut cached = String::new();
         if self.cached_input_tokens > 0 {
             cached = format!(" ({} cached)", thousands(self.cached_input_tokens));
@@ -216,7 +215,12 @@ impl HumanRenderer {
     }
 
     fn indent(&self) -> String {
-        "  ".repeat(self.namespace.len()) + if self.namespace.is_empty() { "" } else { "│ " }
+        "  ".repeat(self.namespace.len())
+            + if self.namespace.is_empty() {
+                ""
+            } else {
+                "│ "
+            }
     }
 
     fn newline_if_needed(&mut self) {
@@ -518,11 +522,7 @@ mod tests {
     #[test]
     fn short_forms() {
         assert_eq!(
-            call_summary(
-                "write_file",
-                r#"{"path":"/a.py","content":"x\ny\n"}"#,
-                100
-            ),
+            call_summary("write_file", r#"{"path":"/a.py","content":"x\ny\n"}"#, 100),
             "write_file /a.py (2 lines)"
         );
         assert_eq!(
@@ -536,6 +536,9 @@ mod tests {
             todo_checklist(r#"{"todos":[{"content":"a","status":"completed"},{"content":"b","status":"pending"}]}"#).unwrap(),
             ["[x] a", "[ ] b"]
         );
-        assert_eq!(result_summary("a\nb\nc", 2, 10), "a\n    b\n    (+1 more lines)");
+        assert_eq!(
+            result_summary("a\nb\nc", 2, 10),
+            "a\n    b\n    (+1 more lines)"
+        );
     }
 }

@@ -1,0 +1,319 @@
+//! The `cairn` binary end to end against a fake OpenAI-compatible server (hermetic: 127.0.0.1,
+//! temp dirs, no model files).
+
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+mod support;
+
+use assert_cmd::Command;
+use predicates::prelude::*;
+use serde_json::{Value, json};
+use support::{FakeOpenAI, Reply, has_tool_result, last_tool_result};
+
+/// `cairn` with a clean environment pointing at `server`, working in `dir`.
+fn cairn(server: &FakeOpenAI, dir: &std::path::Path) -> Command {
+    let mut c = Command::cargo_bin("cairn").unwrap();
+    c.current_dir(dir)
+        .env_clear()
+        .env("PATH", std::env::var("PATH").unwrap_or_default())
+        .env("HOME", dir)
+        .env("OPENAI_BASE_URL", &server.base_url)
+        .env("NO_COLOR", "1")
+        .timeout(std::time::Duration::from_secs(60));
+    c
+}
+
+#[test]
+fn help_explains_usage_and_examples() {
+    Command::cargo_bin("cairn")
+        .unwrap()
+        .arg("--help")
+        .assert()
+        .success()
+        .stdout(predicate::str::contains("cairn run"))
+        .stdout(predicate::str::contains("Examples:"))
+        .stdout(predicate::str::contains("--yes"))
+        .stdout(predicate::str::contains("local:"));
+    Command::cargo_bin("cairn")
+        .unwrap()
+        .args(["run", "--help"])
+        .assert()
+        .success()
+        .stdout(predicate::str::contains("TASK"));
+}
+
+#[test]
+fn usage_errors_exit_2() {
+    Command::cargo_bin("cairn")
+        .unwrap()
+        .arg("run")
+        .assert()
+        .code(2)
+        .stderr(predicate::str::contains("TASK"));
+    Command::cargo_bin("cairn")
+        .unwrap()
+        .args(["--max-steps", "0", "run", "x"])
+        .assert()
+        .code(2);
+}
+
+#[test]
+fn run_writes_the_file_and_shows_the_call_and_summary() {
+    let server = FakeOpenAI::hello_loop();
+    let dir = tempfile::tempdir().unwrap();
+    cairn(&server, dir.path())
+        .args([
+            "run",
+            "--yes",
+            "--model",
+            "openai:fake",
+            "create hello.py that prints hello",
+        ])
+        .assert()
+        .success()
+        .stdout(predicate::str::contains("→ write_file /hello.py (1 lines)"))
+        .stdout(predicate::str::contains("Created hello.py"))
+        .stdout(
+            predicate::str::is_match(
+                r"✓ 2 steps · 1 tool call · tokens 240 in / 60 out · \d+\.\d s",
+            )
+            .unwrap(),
+        );
+    assert_eq!(
+        std::fs::read_to_string(dir.path().join("hello.py")).unwrap(),
+        "print('hello')\n"
+    );
+    let bodies = server.bodies();
+    assert_eq!(bodies.len(), 2);
+    assert_eq!(bodies[0]["model"], "fake");
+    assert_eq!(bodies[0]["stream"], true);
+    let tools: Vec<&str> = bodies[0]["tools"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter_map(|t| t["function"]["name"].as_str())
+        .collect();
+    for t in [
+        "write_file",
+        "edit_file",
+        "execute",
+        "read_file",
+        "write_todos",
+    ] {
+        assert!(tools.contains(&t), "{t} missing from {tools:?}");
+    }
+    assert!(last_tool_result(&bodies[1]).is_some());
+}
+
+#[test]
+fn json_mode_prints_one_event_per_line_and_a_summary() {
+    let server = FakeOpenAI::hello_loop();
+    let dir = tempfile::tempdir().unwrap();
+    let out = cairn(&server, dir.path())
+        .args([
+            "run",
+            "--yes",
+            "--json",
+            "-m",
+            "openai:fake",
+            "make hello.py",
+        ])
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let stdout = String::from_utf8(out.stdout).unwrap();
+    let events: Vec<Value> = stdout
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap_or_else(|e| panic!("{e}: {l}")))
+        .collect();
+    let types: Vec<&str> = events.iter().filter_map(|e| e["type"].as_str()).collect();
+    assert!(types.contains(&"tool_call_start"), "{types:?}");
+    assert!(types.contains(&"tool_result"), "{types:?}");
+    assert!(types.contains(&"text_delta"), "{types:?}");
+    assert!(types.contains(&"run_completed"), "{types:?}");
+    let last = events.last().unwrap();
+    assert_eq!(last["type"], "summary");
+    assert_eq!(last["steps"], 2);
+    assert_eq!(last["tool_calls"], 1);
+    assert_eq!(last["input_tokens"], 240);
+    assert!(dir.path().join("hello.py").is_file());
+}
+
+#[test]
+fn without_a_terminal_and_without_yes_writes_are_rejected() {
+    let server = FakeOpenAI::hello_loop();
+    let dir = tempfile::tempdir().unwrap();
+    cairn(&server, dir.path())
+        .args(["run", "-m", "openai:fake", "create hello.py"])
+        .write_stdin("a\n")
+        .assert()
+        .success()
+        .stderr(predicate::str::contains("run with --yes"))
+        .stdout(predicate::str::contains("✗"));
+    assert!(!dir.path().join("hello.py").exists());
+    let bodies = server.bodies();
+    let result = last_tool_result(&bodies[1]).unwrap();
+    assert!(result.contains("did not run"), "{result}");
+    // The approvals section is in the system prompt when calls are reviewed.
+    assert!(
+        bodies[0]["messages"][0]["content"]
+            .as_str()
+            .unwrap()
+            .contains("Approvals")
+    );
+}
+
+#[test]
+fn execute_runs_in_the_root_directory() {
+    let server = FakeOpenAI::start(|body| {
+        if has_tool_result(body) {
+            Reply::Text(format!(
+                "Output: {}",
+                last_tool_result(body).unwrap_or_default()
+            ))
+        } else {
+            Reply::Call("execute", json!({"command": "echo hi > out.txt && pwd"}))
+        }
+    });
+    let dir = tempfile::tempdir().unwrap();
+    cairn(&server, dir.path())
+        .args(["run", "--yes", "-m", "openai:fake", "run a command"])
+        .assert()
+        .success()
+        .stdout(predicate::str::contains(
+            "→ execute $ echo hi > out.txt && pwd",
+        ));
+    assert_eq!(
+        std::fs::read_to_string(dir.path().join("out.txt")).unwrap(),
+        "hi\n"
+    );
+}
+
+#[test]
+fn todos_render_as_a_checklist() {
+    let server = FakeOpenAI::start(|body| {
+        if has_tool_result(body) {
+            Reply::Text("Planned.".into())
+        } else {
+            Reply::Call(
+                "write_todos",
+                json!({"todos": [
+                    {"content": "write hello.py", "status": "completed"},
+                    {"content": "run it", "status": "in_progress"},
+                    {"content": "report", "status": "pending"}
+                ]}),
+            )
+        }
+    });
+    let dir = tempfile::tempdir().unwrap();
+    cairn(&server, dir.path())
+        .args(["run", "-y", "-m", "openai:fake", "plan"])
+        .assert()
+        .success()
+        .stdout(predicate::str::contains("[x] write hello.py"))
+        .stdout(predicate::str::contains("[~] run it"))
+        .stdout(predicate::str::contains("[ ] report"));
+}
+
+#[test]
+fn root_flag_chooses_the_directory() {
+    let server = FakeOpenAI::hello_loop();
+    let dir = tempfile::tempdir().unwrap();
+    let other = tempfile::tempdir().unwrap();
+    cairn(&server, dir.path())
+        .args(["run", "-y", "-m", "openai:fake", "--root"])
+        .arg(other.path())
+        .arg("make hello.py")
+        .assert()
+        .success();
+    assert!(other.path().join("hello.py").is_file());
+    assert!(!dir.path().join("hello.py").exists());
+}
+
+#[test]
+fn server_errors_exit_1_with_the_reason() {
+    let dir = tempfile::tempdir().unwrap();
+    // Nothing listens on this port (bound, then dropped).
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port();
+    Command::cargo_bin("cairn")
+        .unwrap()
+        .current_dir(dir.path())
+        .env_clear()
+        .env("OPENAI_BASE_URL", format!("http://127.0.0.1:{port}/v1"))
+        .args(["run", "-y", "-m", "openai:fake", "hello"])
+        .timeout(std::time::Duration::from_secs(120))
+        .assert()
+        .code(1)
+        .stderr(predicate::str::contains("cairn: error:"));
+}
+
+#[test]
+fn missing_local_model_says_how_to_fetch_it() {
+    let dir = tempfile::tempdir().unwrap();
+    Command::cargo_bin("cairn")
+        .unwrap()
+        .current_dir(dir.path())
+        .env_clear()
+        .env("CAIRN_MODEL_DIR", dir.path().join("no-models"))
+        .args(["run", "hello"])
+        .assert()
+        .code(1)
+        .stderr(predicate::str::contains("scripts/fetch-model.sh"))
+        .stderr(predicate::str::contains("demo.sh"));
+    Command::cargo_bin("cairn")
+        .unwrap()
+        .current_dir(dir.path())
+        .env_clear()
+        .args(["run", "-m", "local:/nonexistent/model.gguf", "hello"])
+        .assert()
+        .code(1)
+        .stderr(predicate::str::contains("/nonexistent/model.gguf"));
+}
+
+#[test]
+fn bad_model_strings_are_clear() {
+    let dir = tempfile::tempdir().unwrap();
+    Command::cargo_bin("cairn")
+        .unwrap()
+        .current_dir(dir.path())
+        .env_clear()
+        .args(["run", "-m", "gpt-4.1", "hello"])
+        .assert()
+        .code(1)
+        .stderr(predicate::str::contains("provider:model"));
+    Command::cargo_bin("cairn")
+        .unwrap()
+        .current_dir(dir.path())
+        .env_clear()
+        .args(["run", "-m", "nosuch:model", "hello"])
+        .assert()
+        .code(1)
+        .stderr(predicate::str::contains("known providers"));
+}
+
+#[test]
+fn chat_keeps_the_session_across_turns() {
+    let server = FakeOpenAI::start(|body| {
+        let users = body["messages"]
+            .as_array()
+            .map(|m| m.iter().filter(|m| m["role"] == "user").count())
+            .unwrap_or(0);
+        Reply::Text(format!("turn with {users} user messages"))
+    });
+    let dir = tempfile::tempdir().unwrap();
+    cairn(&server, dir.path())
+        .args(["chat", "-m", "openai:fake"])
+        .write_stdin("hello\nand again\n")
+        .assert()
+        .success()
+        .stdout(predicate::str::contains("turn with 1 user messages"))
+        .stdout(predicate::str::contains("turn with 2 user messages"));
+}
