@@ -808,6 +808,10 @@ async fn run_loop(
             response_id,
             ..
         } = chat_ctx.result.unwrap_or_default();
+        // Drop the call's handle on the conversation before appending to it, so the append
+        // does not copy it.
+        let stop_requested = chat_ctx.terminate;
+        drop(chat_ctx.messages);
         if let Some(u) = usage {
             response.usage.add(&u);
         }
@@ -839,7 +843,7 @@ async fn run_loop(
             }
         }
         Arc::make_mut(&mut conversation).extend(produced);
-        if chat_ctx.terminate {
+        if stop_requested {
             response.terminated = true;
             break;
         }
