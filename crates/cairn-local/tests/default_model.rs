@@ -41,10 +41,7 @@ fn write_file_tool(root: PathBuf) -> FnTool {
                     std::fs::create_dir_all(dir).map_err(cairn_core::ToolError::failed)?;
                 }
                 std::fs::write(&full, &content).map_err(cairn_core::ToolError::failed)?;
-                Ok(ToolOutput::text(format!(
-                    "Wrote {} bytes to {path}",
-                    content.len()
-                )))
+                Ok(ToolOutput::text(format!("Updated file {path}")))
             }
         },
     )
