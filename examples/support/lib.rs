@@ -50,6 +50,12 @@ pub fn demo_model(demo_calls: Vec<(&'static str, Value)>) -> ScriptedClient {
     })
 }
 
+/// The configured OpenAI-compatible client, if the environment names one (for examples that
+/// bring a demo model of their own).
+pub fn configured_chat_client() -> Option<Arc<dyn ChatClient>> {
+    configured_client()
+}
+
 fn configured_client() -> Option<Arc<dyn ChatClient>> {
     let set = |k: &str| std::env::var(k).is_ok_and(|v| !v.trim().is_empty());
     if !set("OPENAI_BASE_URL") && !set("OPENAI_API_KEY") {

@@ -76,4 +76,20 @@ fn seed_001_examples() {
     assert!(r.contains("(main agent's own tool calls: [\"task\"])"));
 
     assert!(run("long_term_memory").contains("Prefers answers in bullet points."));
+
+    let f = run("stream_filter_summarization");
+    assert!(f.contains("Read all 6 pages: revenue grew in every region"));
+    assert!(f.contains("[calling fetch_page]"));
+    assert!(
+        !f.contains("DEMO-SUMMARY"),
+        "summarization tokens are filtered out"
+    );
+    let skipped: usize = f
+        .split("(skipped ")
+        .nth(1)
+        .and_then(|s| s.split(' ').next())
+        .and_then(|n| n.parse().ok())
+        .unwrap();
+    assert!(skipped > 0, "{f}");
+    assert!(f.contains("full history in /conversation_history/"));
 }

@@ -18,8 +18,8 @@ use cairn_core::{
 };
 
 use crate::approval::{ApprovalHandler, ApprovalMiddleware, InterruptOn};
-use crate::compression::{Compressor, Offloading, Summarization};
 use crate::backend::{BackendRuntime, SharedBackend, StateBackend};
+use crate::compression::{Compressor, Offloading, Summarization};
 use crate::memory::{MEMORY_STATE_KEY, MemoryFile, load_memory, render_memory};
 use crate::model::{ModelChoice, ModelResolver};
 use crate::profile::HarnessProfile;

@@ -30,14 +30,7 @@ pub const DEFAULT_MAX_SUMMARY_TOKENS: u32 = 4_096;
 pub const SUMMARIZATION_SOURCE: &str = "summarization";
 
 /// The tools whose results are never offloaded: they page or cap their own output.
-pub const FILE_TOOLS: &[&str] = &[
-    "ls",
-    "read_file",
-    "write_file",
-    "edit_file",
-    "glob",
-    "grep",
-];
+pub const FILE_TOOLS: &[&str] = &["ls", "read_file", "write_file", "edit_file", "glob", "grep"];
 
 /// When compression starts.
 #[derive(Debug, Clone, Copy, PartialEq)]
@@ -305,7 +298,11 @@ impl Limits {
 }
 
 fn fraction_of(f: f64, window: usize) -> usize {
-    let f = if f.is_finite() { f.clamp(0.0, 1.0) } else { 1.0 };
+    let f = if f.is_finite() {
+        f.clamp(0.0, 1.0)
+    } else {
+        1.0
+    };
     (window as f64 * f).floor() as usize
 }
 

@@ -74,10 +74,10 @@ mod offload;
 mod render;
 
 pub use config::{
-    DEFAULT_HISTORY_DIR, DEFAULT_KEEP_FRACTION, DEFAULT_MAX_SUMMARY_TOKENS,
-    DEFAULT_OFFLOAD_TOKENS, DEFAULT_PREVIEW_LINES, DEFAULT_RESULTS_DIR, DEFAULT_TRIGGER_FRACTION,
-    FALLBACK_KEEP_MESSAGES, FALLBACK_TRIGGER_TOKENS, FILE_TOOLS, Keep, Offloading,
-    PREVIEW_LINE_CHARS, SUMMARIZATION_SOURCE, Summarization, Trigger,
+    DEFAULT_HISTORY_DIR, DEFAULT_KEEP_FRACTION, DEFAULT_MAX_SUMMARY_TOKENS, DEFAULT_OFFLOAD_TOKENS,
+    DEFAULT_PREVIEW_LINES, DEFAULT_RESULTS_DIR, DEFAULT_TRIGGER_FRACTION, FALLBACK_KEEP_MESSAGES,
+    FALLBACK_TRIGGER_TOKENS, FILE_TOOLS, Keep, Offloading, PREVIEW_LINE_CHARS,
+    SUMMARIZATION_SOURCE, Summarization, Trigger,
 };
 pub use offload::{OffloadMiddleware, offload_message};
 
@@ -267,8 +267,7 @@ impl Compressor {
     /// Counts with `counter` instead of the one chosen by model name (it is cached per
     /// message).
     pub fn with_counter(mut self, counter: Option<SharedCounter>) -> Self {
-        self.custom_counter =
-            counter.map(|c| Arc::new(CachedCounter::new(c)) as SharedCounter);
+        self.custom_counter = counter.map(|c| Arc::new(CachedCounter::new(c)) as SharedCounter);
         self
     }
 
@@ -387,10 +386,7 @@ impl Compressor {
         let window = self.window_for(&model);
         let limits = Limits::resolve(&self.summarization, window);
         let stored = Arc::clone(&ctx.messages);
-        let lead = stored
-            .iter()
-            .take_while(|m| m.role == Role::System)
-            .count();
+        let lead = stored.iter().take_while(|m| m.role == Role::System).count();
 
         let mut state = self.load_state(ctx);
         let valid = state.cutoff > lead
@@ -403,9 +399,8 @@ impl Compressor {
             };
         }
         let start = if valid { state.cutoff } else { lead };
-        let summary_msg = valid.then(|| {
-            render::summary_message(&state.summary, start, state.history_path.as_deref())
-        });
+        let summary_msg = valid
+            .then(|| render::summary_message(&state.summary, start, state.history_path.as_deref()));
 
         let fixed = self.fixed_tokens(&ctx.options, counter.as_ref()) + REPLY_PRIMING;
         let lead_tokens: usize = stored[..lead]
@@ -414,9 +409,7 @@ impl Compressor {
             .sum();
         let tail = &stored[start..];
         let counts: Vec<usize> = tail.iter().map(|m| counter.count_message(m)).collect();
-        let summary_tokens = summary_msg
-            .as_ref()
-            .map_or(0, |m| counter.count_message(m));
+        let summary_tokens = summary_msg.as_ref().map_or(0, |m| counter.count_message(m));
         let total = fixed + lead_tokens + summary_tokens + counts.iter().sum::<usize>();
         let n_messages = lead + usize::from(summary_msg.is_some()) + tail.len();
         let mut outcome = CompactOutcome {
@@ -506,6 +499,7 @@ impl Compressor {
                 window,
                 previous,
                 to_summarize,
+                &counts[..cut],
                 start,
                 history_path.as_deref(),
             )
@@ -520,17 +514,12 @@ impl Compressor {
             thread_id: state.thread_id.take(),
         };
         self.save_state(ctx, &state)?;
-        let msg = render::summary_message(
-            &state.summary,
-            new_cutoff,
-            state.history_path.as_deref(),
-        );
+        let msg =
+            render::summary_message(&state.summary, new_cutoff, state.history_path.as_deref());
         let kept = &tail[cut..];
         outcome.summarized = true;
-        outcome.tokens_after = fixed
-            + lead_tokens
-            + counter.count_message(&msg)
-            + counts[cut..].iter().sum::<usize>();
+        outcome.tokens_after =
+            fixed + lead_tokens + counter.count_message(&msg) + counts[cut..].iter().sum::<usize>();
         ctx.messages = Arc::new(build(Some(&msg), kept));
         Ok(outcome)
     }
@@ -586,9 +575,7 @@ impl Compressor {
                     Ok(()) => {}
                     Err(BackendError::AlreadyExists(_)) => {
                         // An empty file: fill it.
-                        return Err(CompressionError::History(BackendError::AlreadyExists(
-                            path,
-                        )));
+                        return Err(CompressionError::History(BackendError::AlreadyExists(path)));
                     }
                     Err(e) => return Err(CompressionError::History(e)),
                 }
@@ -607,6 +594,7 @@ impl Compressor {
         window: Option<usize>,
         previous: Option<&str>,
         messages: &[Message],
+        counts: &[usize],
         first_index: usize,
         history_path: Option<&str>,
     ) -> Result<String, CompressionError> {
@@ -634,6 +622,8 @@ impl Compressor {
         // Messages shown to the summarizer: the first one, then a newer suffix.
         let mut suffix_from = if messages.len() > 1 { 1 } else { 0 };
         let mut omitted = 0usize;
+        let fixed_prompt =
+            counter.count_text(&cfg.prompt) + previous.map_or(0, |p| counter.count_text(p)) + 16;
         for attempt in 0..SUMMARIZER_ATTEMPTS {
             let mut rendered = String::new();
             if suffix_from > 0 {
@@ -653,10 +643,15 @@ impl Compressor {
                 render::summarizer_input(&cfg.prompt, previous, &rendered, omitted, history_path);
             let remaining = messages.len() - suffix_from;
             let can_halve = remaining > 1;
+            // The input's size from the cached message counts (plus the prompt and a few
+            // tokens of header per message) rather than tokenizing it again.
+            let shown = counts[suffix_from..].iter().sum::<usize>()
+                + if suffix_from > 0 { counts[0] } else { 0 }
+                + 8 * (remaining + usize::from(suffix_from > 0));
             if let Some(b) = budget
                 && can_halve
                 && attempt + 1 < SUMMARIZER_ATTEMPTS
-                && counter.count_text(&input) > b
+                && shown + fixed_prompt > b
             {
                 let drop = remaining / 2;
                 suffix_from += drop;
@@ -825,9 +820,7 @@ impl Middleware<ChatContext> for CompressionMiddleware {
                 Ok(c) => return Ok(c),
                 Err(e) => e,
             };
-            let overflow = err
-                .as_chat()
-                .is_some_and(ChatError::is_context_overflow);
+            let overflow = err.as_chat().is_some_and(ChatError::is_context_overflow);
             if !overflow || first.summarized || !this.summarization.enabled {
                 return Err(err);
             }

@@ -51,7 +51,10 @@ fn result_text(out: &ToolOutput) -> String {
 impl Compressor {
     /// The replacement of a tool result that is over the threshold and was written to the
     /// backend; `None` to keep the result as it is.
-    pub(crate) async fn offload_result(&self, ctx: &FunctionInvocationContext) -> Option<ToolOutput> {
+    pub(crate) async fn offload_result(
+        &self,
+        ctx: &FunctionInvocationContext,
+    ) -> Option<ToolOutput> {
         let cfg = &self.offloading;
         if !cfg.enabled || cfg.excluded_tools.contains(ctx.tool_name()) {
             return None;

@@ -156,7 +156,11 @@ pub(crate) fn fingerprint(m: &Message) -> u64 {
 
 /// FNV-1a of `bytes`, continuing from `seed` (0 starts afresh).
 pub(crate) fn fnv(seed: u64, bytes: &[u8]) -> u64 {
-    let mut h: u64 = if seed == 0 { 0xcbf2_9ce4_8422_2325 } else { seed };
+    let mut h: u64 = if seed == 0 {
+        0xcbf2_9ce4_8422_2325
+    } else {
+        seed
+    };
     for b in bytes {
         h ^= u64::from(*b);
         h = h.wrapping_mul(0x0100_0000_01b3);
