@@ -70,8 +70,8 @@ pub fn describe(r: &ApprovalRequest) -> String {
     let s = |k: &str| r.arguments.get(k).and_then(Value::as_str).unwrap_or("?");
     match r.tool.as_str() {
         "write_file" => {
-            let lines = s("content").lines().count();
-            format!("create {} ({lines} lines)", s("path"))
+            let n = s("content").lines().count();
+            format!("create {} ({})", s("path"), crate::render::lines(n))
         }
         "edit_file" => format!("edit {}", s("path")),
         "execute" => format!("run `{}`", one_line(s("command"), 100)),

@@ -19,13 +19,18 @@ scripts/fetch-model.sh) or on any OpenAI-compatible or Ollama endpoint (--model)
 
 const AFTER_HELP: &str = "\
 Examples:
+  # do a task here, asking before each file write, edit or command
   cairn run \"add a --verbose flag to main.py and test it\"
+  # the same without questions
   cairn run --yes \"create hello.py that prints hello, then run it\"
-  cairn chat                                   talk to the agent, turn by turn
-  cairn run --model openai:gpt-4.1 \"...\"        with OPENAI_API_KEY set
+  # talk to the agent turn by turn
+  cairn chat
+  # other models: OpenAI (OPENAI_API_KEY), any compatible server, Ollama
+  cairn run --model openai:gpt-4.1 \"...\"
   OPENAI_BASE_URL=http://localhost:8000/v1 cairn run --model openai:my-model \"...\"
-  cairn run --model ollama:qwen2.5-coder \"...\"   Ollama at OLLAMA_BASE_URL or localhost:11434
-  cairn run --json \"...\" | jq .type             one JSON event per line, for scripts
+  cairn run --model ollama:qwen2.5-coder \"...\"
+  # for scripts: one JSON event per line
+  cairn run --yes --json \"...\" | jq -r .type
 
 Model selection (--model, or CAIRN_MODEL):
   local:                      the embedded default model (Qwen2.5-Coder-1.5B-Instruct, Q4_K_M)
@@ -34,6 +39,7 @@ Model selection (--model, or CAIRN_MODEL):
   openai:<model>              OpenAI, or any compatible server at OPENAI_BASE_URL
   ollama:<model>              Ollama
   Default: openai:$OPENAI_MODEL when OPENAI_API_KEY or OPENAI_BASE_URL is set, else local:.
+  The embedded model's weights are fetched and verified once by scripts/fetch-model.sh (1.1 GB).
 
 Exit status: 0 done, 1 the run failed, 2 bad usage, 130 interrupted (Ctrl-C).";
 

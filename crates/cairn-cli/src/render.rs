@@ -422,6 +422,15 @@ impl RoleName for Message {
     }
 }
 
+/// `1 line`, `3 lines`.
+pub fn lines(n: usize) -> String {
+    if n == 1 {
+        "1 line".to_owned()
+    } else {
+        format!("{n} lines")
+    }
+}
+
 /// A tool call in short, e.g. `write_file /hello.py (3 lines)` or `$ python3 hello.py`.
 pub fn call_summary(name: &str, arguments: &str, max: usize) -> String {
     let args: Value = serde_json::from_str(arguments).unwrap_or(Value::Null);
@@ -429,7 +438,7 @@ pub fn call_summary(name: &str, arguments: &str, max: usize) -> String {
     let short = match name {
         "write_file" => s("path").map(|p| {
             let n = s("content").map_or(0, |c| c.lines().count());
-            format!("{p} ({n} lines)")
+            format!("{p} ({})", lines(n))
         }),
         "edit_file" => s("path").map(str::to_owned),
         "read_file" | "ls" => s("path").map(str::to_owned),

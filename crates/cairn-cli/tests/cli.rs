@@ -71,7 +71,7 @@ fn run_writes_the_file_and_shows_the_call_and_summary() {
         ])
         .assert()
         .success()
-        .stdout(predicate::str::contains("→ write_file /hello.py (1 lines)"))
+        .stdout(predicate::str::contains("→ write_file /hello.py (1 line)"))
         .stdout(predicate::str::contains("Created hello.py"))
         .stdout(
             predicate::str::is_match(
@@ -316,4 +316,42 @@ fn chat_keeps_the_session_across_turns() {
         .success()
         .stdout(predicate::str::contains("turn with 1 user messages"))
         .stdout(predicate::str::contains("turn with 2 user messages"));
+}
+
+#[test]
+fn ctrl_c_stops_the_run_with_status_130() {
+    let server = FakeOpenAI::start(|_| {
+        std::thread::sleep(std::time::Duration::from_secs(30));
+        Reply::Text("too late".into())
+    });
+    let dir = tempfile::tempdir().unwrap();
+    let child = std::process::Command::new(assert_cmd::cargo::cargo_bin("cairn"))
+        .current_dir(dir.path())
+        .env_clear()
+        .env("OPENAI_BASE_URL", &server.base_url)
+        .args(["run", "-y", "-m", "openai:fake", "wait"])
+        .stdin(std::process::Stdio::null())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    // Wait until the request reached the server, then interrupt.
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(20);
+    while server.bodies().is_empty() && std::time::Instant::now() < deadline {
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    }
+    assert!(
+        !server.bodies().is_empty(),
+        "the run never called the model"
+    );
+    let started = std::time::Instant::now();
+    let killed = std::process::Command::new("kill")
+        .args(["-INT", &child.id().to_string()])
+        .status()
+        .unwrap();
+    assert!(killed.success());
+    let out = child.wait_with_output().unwrap();
+    assert!(started.elapsed() < std::time::Duration::from_secs(10));
+    assert_eq!(out.status.code(), Some(130));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("interrupted"));
 }
