@@ -16,7 +16,7 @@ use futures::StreamExt;
 
 use crate::approval::{GUARDED_TOOLS, TerminalApprover};
 use crate::args::{Cli, Command};
-use crate::cap::{OFFLOAD_PREFIX, ResultCap, TokenCounterFn, estimate_tokens};
+use crate::cap::{FileResultCap, ModelTokenCounter, TokenCounterFn, estimate_tokens};
 use crate::model::{ModelSpec, load};
 use crate::render::{HumanRenderer, JsonRenderer, Style, Summary, Tally};
 
@@ -55,8 +55,12 @@ impl std::fmt::Debug for AgentSetup {
     }
 }
 
-/// The backend: the files under `root` plus `execute` there, and `/large_tool_results/` kept in
-/// the session's state.
+/// Prefixes kept in the session's state instead of the user's directory: offloaded tool results
+/// and the conversation history written when the context is summarized.
+pub const STATE_PREFIXES: &[&str] = &["/large_tool_results/", "/conversation_history/"];
+
+/// The backend: the files under `root` plus `execute` there; [`STATE_PREFIXES`] are kept in the
+/// session's state.
 pub fn backend(root: &Path) -> Result<SharedBackend> {
     let mut shell = LocalShellBackend::new(root)
         .map_err(|e| anyhow!("{e}"))
@@ -67,9 +71,11 @@ pub fn backend(root: &Path) -> Result<SharedBackend> {
             shell = shell.env(*k, v);
         }
     }
-    Ok(Arc::new(
-        CompositeBackend::new(shell).route(OFFLOAD_PREFIX, StateBackend::new()),
-    ))
+    let mut composite = CompositeBackend::new(shell);
+    for prefix in STATE_PREFIXES {
+        composite = composite.route(prefix, StateBackend::new());
+    }
+    Ok(Arc::new(composite))
 }
 
 /// Builds the deep agent over `client`.
@@ -82,7 +88,7 @@ pub fn build_agent(client: Arc<dyn ChatClient>, setup: &AgentSetup) -> Result<Ag
     let mut b = DeepAgent::builder()
         .name("cairn")
         .model(client)
-        .backend(Arc::clone(&backend))
+        .backend(backend)
         .profile(setup.profile.clone())
         .loop_config(loop_config);
     if setup.profile.excluded_tools.contains("task") {
@@ -91,12 +97,15 @@ pub fn build_agent(client: Arc<dyn ChatClient>, setup: &AgentSetup) -> Result<Ag
     if setup.root.join("AGENTS.md").is_file() {
         b = b.memory("/AGENTS.md");
     }
+    if let Some(counter) = &setup.counter {
+        b = b.token_counter(Arc::new(ModelTokenCounter(Arc::clone(counter))));
+    }
     if let Some(max) = setup.profile.max_tool_result_tokens {
         let counter = setup
             .counter
             .clone()
             .unwrap_or_else(|| Arc::new(estimate_tokens));
-        b = b.middleware(ResultCap::new(max, counter, backend));
+        b = b.middleware(FileResultCap::new(max, counter));
     }
     if let Some(handler) = &setup.approver {
         for tool in GUARDED_TOOLS {

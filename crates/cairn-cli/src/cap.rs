@@ -1,42 +1,55 @@
-//! Caps what one tool result may put into the model's context.
+//! Token counting with the model's own tokenizer, and a cap on file-tool results.
 //!
-//! A harness profile's `max_tool_result_tokens` says how large a tool result may be. cairn-deep
-//! records the setting but does not apply it yet, so the CLI does, with this function
-//! middleware: a larger result is cut to its head, and the full text is saved under
-//! `/large_tool_results/<call id>` (kept in the session's state, not in the user's directory),
-//! where the model can page through it with `read_file`. `read_file` results are only cut (with
-//! a hint to read fewer lines), never offloaded again.
+//! cairn-deep's context compression offloads a tool result over the profile's
+//! `max_tool_result_tokens` to `/large_tool_results/<call id>` (the CLI routes that prefix to the
+//! session's state, not the user's directory), but never offloads the file tools' results,
+//! because they page. For a small local model even one page of `read_file` can be too much, so
+//! [`FileResultCap`] cuts the results of `ls`, `read_file`, `glob` and `grep` at the same limit,
+//! with a hint to read fewer lines or search more narrowly.
 
 use std::sync::Arc;
 
 use cairn_core::{BoxFuture, FunctionInvocationContext, Middleware, Next, ToolOutput};
-use cairn_deep::{BackendRuntime, SharedBackend};
 
 /// Counts tokens of a text.
 pub type TokenCounterFn = Arc<dyn Fn(&str) -> usize + Send + Sync>;
 
-/// Where offloaded results go (routed to session state by the CLI's backend).
-pub const OFFLOAD_PREFIX: &str = "/large_tool_results/";
+/// The file tools whose results are cut rather than offloaded.
+pub const PAGED_TOOLS: &[&str] = &["ls", "read_file", "glob", "grep"];
 
 /// The rough estimate used when the model's tokenizer is unknown: 4 characters per token.
 pub fn estimate_tokens(text: &str) -> usize {
     text.chars().count().div_ceil(4)
 }
 
-/// Function middleware that caps tool results; see the [module docs](self).
-pub struct ResultCap {
-    max_tokens: usize,
-    counter: TokenCounterFn,
-    backend: SharedBackend,
+/// A [`cairn_tokens::TokenCounter`] over a model's tokenizer function (exact counts).
+pub struct ModelTokenCounter(pub TokenCounterFn);
+
+impl cairn_tokens::TokenCounter for ModelTokenCounter {
+    fn name(&self) -> &str {
+        "gguf"
+    }
+    fn is_exact(&self) -> bool {
+        true
+    }
+    fn count_text(&self, text: &str) -> usize {
+        (self.0)(text)
+    }
 }
 
-impl ResultCap {
-    /// Caps results at `max_tokens` (counted by `counter`), offloading to `backend`.
-    pub fn new(max_tokens: usize, counter: TokenCounterFn, backend: SharedBackend) -> Self {
-        ResultCap {
+/// Function middleware that cuts results of the file tools over a token limit; see the
+/// [module docs](self).
+pub struct FileResultCap {
+    max_tokens: usize,
+    counter: TokenCounterFn,
+}
+
+impl FileResultCap {
+    /// Cuts results over `max_tokens`, counted by `counter`.
+    pub fn new(max_tokens: usize, counter: TokenCounterFn) -> Self {
+        FileResultCap {
             max_tokens,
             counter,
-            backend,
         }
     }
 }
@@ -49,25 +62,26 @@ pub fn head_within(text: &str, max_tokens: usize, count: &dyn Fn(&str) -> usize)
     loop {
         let candidate: String = chars[..n].iter().collect();
         if n == 0 || count(&candidate) <= max_tokens {
-            let cut = match candidate.rfind('\n') {
+            return match candidate.rfind('\n') {
                 Some(i) if i >= candidate.len() / 2 => candidate[..=i].to_owned(),
                 _ => candidate,
             };
-            return cut;
         }
         n = n * 4 / 5;
     }
 }
 
-impl Middleware<FunctionInvocationContext> for ResultCap {
+impl Middleware<FunctionInvocationContext> for FileResultCap {
     fn process(
         &self,
         ctx: FunctionInvocationContext,
         next: Next<FunctionInvocationContext>,
     ) -> BoxFuture<'static, cairn_core::Result<FunctionInvocationContext>> {
+        if !PAGED_TOOLS.contains(&ctx.tool_name()) {
+            return next.run(ctx);
+        }
         let max = self.max_tokens;
         let counter = Arc::clone(&self.counter);
-        let backend = Arc::clone(&self.backend);
         Box::pin(async move {
             let mut ctx = next.run(ctx).await?;
             let Some(out) = &ctx.result else {
@@ -78,42 +92,20 @@ impl Middleware<FunctionInvocationContext> for ResultCap {
             if tokens <= max {
                 return Ok(ctx);
             }
-            let is_error = out.is_error;
             let head = head_within(&text, max, counter.as_ref());
-            let note = if ctx.tool_name() == "read_file" {
-                format!(
-                    "\n… [cut: this read is {tokens} tokens, over the {max}-token limit; read fewer lines with offset and limit]"
-                )
+            let hint = if ctx.tool_name() == "read_file" {
+                "read fewer lines with offset and limit"
             } else {
-                let path = format!("{OFFLOAD_PREFIX}{}", sanitize(&ctx.call_id));
-                let rt = BackendRuntime::from_context(&ctx);
-                match backend.write(&rt, &path, &text).await {
-                    Ok(()) => format!(
-                        "\n… [cut: the full result ({tokens} tokens) is in {path}; read it with read_file and offset/limit, or grep it]"
-                    ),
-                    Err(_) => format!("\n… [cut: the result was {tokens} tokens]"),
-                }
+                "narrow the path or the pattern"
             };
-            let mut capped = ToolOutput::text(format!("{head}{note}"));
-            capped.is_error = is_error;
+            let mut capped = ToolOutput::text(format!(
+                "{head}\n… [cut: this result is {tokens} tokens, over the {max}-token limit; {hint}]"
+            ));
+            capped.is_error = out.is_error;
             ctx.result = Some(capped);
             Ok(ctx)
         })
     }
-}
-
-fn sanitize(id: &str) -> String {
-    let s: String = id
-        .chars()
-        .map(|c| {
-            if c.is_ascii_alphanumeric() || c == '-' || c == '_' {
-                c
-            } else {
-                '_'
-            }
-        })
-        .collect();
-    if s.is_empty() { "result".to_owned() } else { s }
 }
 
 #[cfg(test)]

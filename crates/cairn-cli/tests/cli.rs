@@ -355,3 +355,37 @@ fn ctrl_c_stops_the_run_with_status_130() {
     assert_eq!(out.status.code(), Some(130));
     assert!(String::from_utf8_lossy(&out.stderr).contains("interrupted"));
 }
+
+#[test]
+fn subagent_activity_is_indented() {
+    let server = FakeOpenAI::start(|body| {
+        let first_user = body["messages"]
+            .as_array()
+            .and_then(|m| m.iter().find(|m| m["role"] == "user"))
+            .and_then(|m| m["content"].as_str().map(str::to_owned))
+            .unwrap_or_default();
+        let sub = first_user.contains("SUBTASK");
+        match (sub, has_tool_result(body)) {
+            (true, false) => Reply::Call("ls", json!({"path": "/"})),
+            (true, true) => Reply::Text("sub report: listed".into()),
+            (false, false) => Reply::Call(
+                "task",
+                json!({"description": "SUBTASK: list the files", "subagent_type": "general-purpose"}),
+            ),
+            (false, true) => Reply::Text("Main done.".into()),
+        }
+    });
+    let dir = tempfile::tempdir().unwrap();
+    cairn(&server, dir.path())
+        .args(["run", "-y", "-m", "openai:fake", "delegate"])
+        .assert()
+        .success()
+        .stdout(predicate::str::contains(
+            "→ task general-purpose: SUBTASK: list the files",
+        ))
+        .stdout(predicate::str::contains("  ┌ subagent"))
+        .stdout(predicate::str::contains("  │ → ls /"))
+        .stdout(predicate::str::contains("  │ sub report: listed"))
+        .stdout(predicate::str::contains("Main done."))
+        .stdout(predicate::str::contains("4 steps · 2 tool calls"));
+}

@@ -126,6 +126,7 @@ async fn large_tool_results_are_offloaded() {
                 "read_file",
                 serde_json::json!({"path": "/large_tool_results/call_0", "limit": 3}),
             )]),
+            2 => ChatResponse::tool_calls([("read_file", serde_json::json!({"path": "/big.txt"}))]),
             _ => ChatResponse::text("done"),
         })
     });
@@ -153,6 +154,10 @@ async fn large_tool_results_are_offloaded() {
     assert!(first.contains("/large_tool_results/call_0"), "{first}");
     let paged = result(&reqs[2]);
     assert!(paged.contains("a line of text"), "{paged}");
+    // File tools are not offloaded (they page), but cut for the small model.
+    let read = result(&reqs[3]);
+    assert!(read.contains("[cut:"), "{read}");
+    assert!(read.len() < 2600, "{} chars", read.len());
     // Nothing was written into the user's directory.
     assert!(!dir.path().join("large_tool_results").exists());
 }
