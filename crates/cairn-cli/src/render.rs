@@ -159,7 +159,12 @@ impl Tally {
     /// Counts one update.
     pub fn observe(&mut self, u: &ChatResponseUpdate) {
         let nested = !u.metadata.namespace.is_empty();
+        let side = u.metadata.source.is_some();
         match &u.event {
+            // Middleware's own model calls (e.g. summarization): their tokens count, they are
+            // not steps of the agent.
+            UpdateEvent::Usage(usage) if side => self.sub_usage.add(usage),
+            UpdateEvent::Finished { .. } if side => {}
             UpdateEvent::ToolResult(_) => self.tool_calls += 1,
             UpdateEvent::Finished { .. } if nested => self.sub_steps += 1,
             UpdateEvent::Usage(usage) if nested => self.sub_usage.add(usage),
@@ -197,6 +202,7 @@ pub struct HumanRenderer {
     namespace: Vec<String>,
     pending: BTreeMap<(Vec<String>, usize), PendingCall>,
     calls: HashMap<String, (String, String)>,
+    source: Option<String>,
     buf: String,
 }
 
@@ -210,6 +216,7 @@ impl HumanRenderer {
             namespace: Vec::new(),
             pending: BTreeMap::new(),
             calls: HashMap::new(),
+            source: None,
             buf: String::new(),
         }
     }
@@ -306,6 +313,17 @@ impl HumanRenderer {
             return;
         }
         self.switch_namespace(u);
+        // Updates of middleware's own model calls (e.g. summarization) are shown as one note.
+        if u.metadata.source != self.source {
+            self.source = u.metadata.source.clone();
+            if let Some(src) = &self.source {
+                let note = self.style.dim(&format!("… {src} …"));
+                self.line(&note);
+            }
+        }
+        if self.source.is_some() && !self.verbose {
+            return;
+        }
         let ns = u.metadata.namespace.clone();
         match &u.event {
             UpdateEvent::TextDelta { text } => self.text(text),
