@@ -7,7 +7,13 @@
 //!   context is present;
 //! - chat middleware that sets the system prompt (SPEC R5.2 order), then the user's middleware,
 //!   then the approvals section when `interrupt_on` is set;
-//! - function middleware for approvals (after the user's), when a handler is given.
+//! - function middleware for approvals (after the user's), when a handler is given;
+//! - context compression ([`crate::compression`]): agent middleware choosing the run's token
+//!   counter, function middleware offloading large tool results (outside the user's), and chat
+//!   middleware registered last (so it counts the request exactly as sent) that truncates old
+//!   file arguments, summarizes, and recovers from context-overflow errors. Configure it with
+//!   [`DeepAgentBuilder::offloading`], [`DeepAgentBuilder::summarization`] and
+//!   [`DeepAgentBuilder::token_counter`]; the window is the profile's `max_input_tokens`.
 
 use std::collections::BTreeMap;
 use std::sync::Arc;

@@ -4,7 +4,9 @@
 //! **backends** (where files live: the thread's state, a [`Store`](cairn_core::Store), a real
 //! directory, or a routing composite of those; optionally a local shell) and the **built-in
 //! tools** over them (`ls`, `read_file`, `write_file`, `edit_file`, `glob`, `grep`, `execute`,
-//! `write_todos`).
+//! `write_todos`), the [`DeepAgent`] builder, and **context compression** ([`compression`]:
+//! offloading large tool results and inputs to files, summarizing older messages, recovering
+//! from context-overflow errors).
 //!
 //! ```
 //! use std::sync::Arc;

@@ -577,6 +577,31 @@ async fn context_overflow_summarizes_and_retries_once() {
 }
 
 #[tokio::test]
+async fn a_run_without_a_session_recovers_too() {
+    let client = worker(6, Some(600));
+    let backend = Arc::new(StateBackend::new());
+    let agent = DeepAgent::builder()
+        .client(client.clone())
+        .backend(backend)
+        .token_counter(Arc::new(Words))
+        .tool(work_tool(100))
+        .build()
+        .unwrap();
+    let response = agent.run("do the work").await.unwrap();
+    assert_eq!(response.text(), "all done");
+    let retry = client
+        .requests()
+        .into_iter()
+        .find(|r| !is_summarizer(r) && r.messages[0].text().contains("SUMMARY-1"))
+        .unwrap();
+    assert!(
+        retry.messages[0]
+            .text()
+            .contains("saved in `/conversation_history/run-")
+    );
+}
+
+#[tokio::test]
 async fn a_summarizer_that_overflows_gets_half_the_input() {
     // The summarizer overflows when it sees more than 4 messages.
     let summarized = Arc::new(Mutex::new(Vec::<usize>::new()));

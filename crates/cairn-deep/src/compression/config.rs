@@ -174,7 +174,7 @@ pub struct Summarization {
     /// summarizer's input (they stay in the history file). Default: 75% of the window when it
     /// is known, otherwise unlimited (a context-overflow error from the summarizer still halves
     /// its input and retries).
-    pub max_input_tokens: Option<usize>,
+    pub max_summarizer_input_tokens: Option<usize>,
     /// The backend directory of the history files (default `/conversation_history`).
     pub history_dir: String,
 }
@@ -188,7 +188,7 @@ impl Default for Summarization {
             trigger: None,
             keep: None,
             max_summary_tokens: Some(DEFAULT_MAX_SUMMARY_TOKENS),
-            max_input_tokens: None,
+            max_summarizer_input_tokens: None,
             history_dir: DEFAULT_HISTORY_DIR.to_owned(),
         }
     }
@@ -202,7 +202,10 @@ impl std::fmt::Debug for Summarization {
             .field("trigger", &self.trigger)
             .field("keep", &self.keep)
             .field("max_summary_tokens", &self.max_summary_tokens)
-            .field("max_input_tokens", &self.max_input_tokens)
+            .field(
+                "max_summarizer_input_tokens",
+                &self.max_summarizer_input_tokens,
+            )
             .field("history_dir", &self.history_dir)
             .finish_non_exhaustive()
     }
@@ -254,8 +257,8 @@ impl Summarization {
     }
 
     /// Most tokens sent to the summarizer.
-    pub fn max_input_tokens(mut self, tokens: usize) -> Self {
-        self.max_input_tokens = Some(tokens);
+    pub fn max_summarizer_input_tokens(mut self, tokens: usize) -> Self {
+        self.max_summarizer_input_tokens = Some(tokens);
         self
     }
 

@@ -399,8 +399,9 @@ impl Compressor {
             };
         }
         let start = if valid { state.cutoff } else { lead };
-        let summary_msg = valid
-            .then(|| render::summary_message(&state.summary, start, state.history_path.as_deref()));
+        let summary_msg = valid.then(|| {
+            render::summary_message(&state.summary, start - lead, state.history_path.as_deref())
+        });
 
         let fixed = self.fixed_tokens(&ctx.options, counter.as_ref()) + REPLY_PRIMING;
         let lead_tokens: usize = stored[..lead]
@@ -514,8 +515,11 @@ impl Compressor {
             thread_id: state.thread_id.take(),
         };
         self.save_state(ctx, &state)?;
-        let msg =
-            render::summary_message(&state.summary, new_cutoff, state.history_path.as_deref());
+        let msg = render::summary_message(
+            &state.summary,
+            new_cutoff - lead,
+            state.history_path.as_deref(),
+        );
         let kept = &tail[cut..];
         outcome.summarized = true;
         outcome.tokens_after =
@@ -618,7 +622,9 @@ impl Compressor {
                 ctx.client_kwargs.clone(),
             ),
         };
-        let budget = cfg.max_input_tokens.or_else(|| window.map(|w| w / 4 * 3));
+        let budget = cfg
+            .max_summarizer_input_tokens
+            .or_else(|| window.map(|w| w / 4 * 3));
         // Messages shown to the summarizer: the first one, then a newer suffix.
         let mut suffix_from = if messages.len() > 1 { 1 } else { 0 };
         let mut omitted = 0usize;
