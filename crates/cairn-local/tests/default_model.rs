@@ -59,6 +59,10 @@ fn list_dir_tool() -> FnTool {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn agent_writes_the_requested_file() {
     let Some(path) = KnownModel::Default.find() else {
+        assert!(
+            std::env::var_os("CAIRN_REQUIRE_MODELS").is_none(),
+            "CAIRN_REQUIRE_MODELS is set but the default model is missing"
+        );
         eprintln!(
             "SKIPPED: the default model is not at {} (run scripts/fetch-model.sh default)",
             KnownModel::Default.path().display()

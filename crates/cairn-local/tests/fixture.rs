@@ -31,6 +31,10 @@ fn block_on<F: std::future::Future>(f: F) -> F::Output {
 
 fn fixture(n_ctx: u32) -> Option<LocalModel> {
     let Some(path) = KnownModel::Fixture.find() else {
+        assert!(
+            std::env::var_os("CAIRN_REQUIRE_MODELS").is_none(),
+            "CAIRN_REQUIRE_MODELS is set but the SmolLM2 fixture is missing"
+        );
         eprintln!(
             "SKIPPED: the SmolLM2 fixture is not at {} (run scripts/fetch-model.sh fixture)",
             KnownModel::Fixture.path().display()
