@@ -700,6 +700,12 @@ async fn a_long_run_stays_under_the_window_and_the_history_keeps_everything() {
     }
     let state = CompressionState::of(&session).unwrap();
     assert!(state.summarizations > 5, "{state:?}");
+    let peak = main.iter().map(|r| request_tokens(r)).max().unwrap();
+    eprintln!(
+        "{STEPS} steps, {} stored messages, {} summarizations, largest request {peak} tokens of {window}",
+        session.message_count(),
+        state.summarizations
+    );
     // Every stored message before the boundary is in the history file; everything after it is
     // in the last request.
     let stored = session.messages();
@@ -751,4 +757,29 @@ async fn keep_by_messages_and_custom_prompt_through_the_builder() {
     // summary + at least 3 kept messages, starting at a call (never a lone result).
     assert!(after.messages.len() >= 4);
     assert!(after.messages[1].function_results().next().is_none());
+}
+
+#[tokio::test]
+async fn a_separate_summarization_model() {
+    let main = worker(10, None);
+    let cheap = summarizer_client();
+    let agent = DeepAgent::builder()
+        .client(main.clone())
+        .token_counter(Arc::new(Words))
+        .summarization(
+            Summarization::new()
+                .model(Arc::new(cheap.clone()) as Arc<dyn ChatClient>)
+                .trigger(cairn_deep::Trigger::Messages(8))
+                .keep(Keep::Messages(2)),
+        )
+        .tool(work_tool(5))
+        .build()
+        .unwrap();
+    let session = AgentSession::new();
+    agent.run("do the work").session(&session).await.unwrap();
+    assert!(!main.requests().iter().any(is_summarizer));
+    assert!(!cheap.requests().is_empty());
+    assert!(cheap.requests().iter().all(is_summarizer));
+    let last = main.requests().last().unwrap().clone();
+    assert!(last.messages[0].text().contains("SUMMARY-"));
 }

@@ -62,8 +62,9 @@ impl Compressor {
         let out = ctx.result.as_ref()?;
         let text = result_text(out);
         let threshold = self.result_threshold;
-        // Cheap pre-check: no counter gives more than ~1.2 tokens per byte.
-        if text.len().saturating_mul(6) / 5 <= threshold {
+        // Cheap pre-check: cairn's counters give at most ~1.2 tokens per byte (a supplied
+        // counter may not, so it always counts).
+        if self.custom_counter.is_none() && text.len().saturating_mul(6) / 5 <= threshold {
             return None;
         }
         let counter = self.counter_for_run(&ctx.extensions);
