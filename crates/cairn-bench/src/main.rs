@@ -154,6 +154,9 @@ fn percentile(xs: &mut [f64], q: f64) -> f64 {
     xs[i]
 }
 
+/// What one session ended with: (final text, tool results seen), or an error; and its latency.
+type SessionOutcome = (Result<(String, usize), String>, f64);
+
 /// One session: (final text, tool results seen).
 async fn run_session(agent: &Agent, prompt: &str, stream: bool) -> Result<(String, usize), String> {
     let response = if stream {
@@ -236,7 +239,7 @@ fn main() -> ExitCode {
 
     let u0 = rusage();
     let w0 = Instant::now();
-    let results: Vec<(Result<(String, usize), String>, f64)> = runtime.block_on(async {
+    let results: Vec<SessionOutcome> = runtime.block_on(async {
         futures::stream::iter(0..args.sessions)
             .map(|_| {
                 let agent = &agent;
