@@ -79,12 +79,14 @@ async fn system_prompt_and_tools_fit_the_budget() {
         );
         assert!(!tools.contains(&"task".to_owned()));
         assert!(!tools.contains(&"glob".to_owned()));
+        assert!(!tools.contains(&"write_todos".to_owned()));
         for t in [
             "write_file",
             "edit_file",
             "execute",
             "read_file",
-            "write_todos",
+            "ls",
+            "grep",
         ] {
             assert!(tools.contains(&t.to_owned()), "{t} missing");
         }
