@@ -90,6 +90,7 @@ pub fn last_tool_result(body: &Value) -> Option<String> {
 }
 
 fn serve(conn: TcpStream, script: &Script, log: &Mutex<Vec<Value>>) -> std::io::Result<()> {
+    conn.set_nodelay(true)?;
     let mut reader = BufReader::new(conn.try_clone()?);
     let mut conn = conn;
     loop {
@@ -125,11 +126,12 @@ fn serve(conn: TcpStream, script: &Script, log: &Mutex<Vec<Value>>) -> std::io::
         } else {
             ("application/json", plain(&reply).to_string())
         };
-        write!(
-            conn,
+        // One write: split writes meet Nagle's algorithm and delayed ACKs (~40 ms stalls).
+        let response = format!(
             "HTTP/1.1 200 OK\r\nContent-Type: {content_type}\r\nContent-Length: {}\r\n\r\n{payload}",
             payload.len()
-        )?;
+        );
+        conn.write_all(response.as_bytes())?;
         conn.flush()?;
     }
 }
