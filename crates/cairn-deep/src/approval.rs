@@ -184,7 +184,9 @@ impl Middleware<FunctionInvocationContext> for ApprovalMiddleware {
                 }
                 Decision::Reject { message } => {
                     let why = message
-                        .map(|m| format!(" Their reason: {m}"))
+                        .map(|m| m.trim().trim_end_matches('.').to_owned())
+                        .filter(|m| !m.is_empty())
+                        .map(|m| format!(" Their reason: {m}."))
                         .unwrap_or_default();
                     ctx.result = Some(ToolOutput::error(format!(
                         "Error: the user rejected this {name} call, so it did not run.{why} Do not retry it unchanged; adjust your approach or ask the user."

@@ -21,14 +21,12 @@ Keep answers short and concrete; when you are done, say what you did.";
 
 /// When to plan with the todo list.
 pub const TODO_GUIDANCE: &str = "## Planning\n\
-For work of three or more steps, keep a plan with `write_todos`: mark one item `in_progress` \
-before starting it and mark it `completed` as soon as it is done. Skip the plan for simple requests.";
+Plan work of three or more steps with `write_todos`; skip the plan for simple requests.";
 
 /// How files work.
 pub const FILESYSTEM_GUIDANCE: &str = "## Files\n\
-Paths are absolute and start with `/`. Read a file before editing it, and prefer `edit_file` \
-over rewriting whole files. Large tool results may be saved under `/large_tool_results/`; \
-page through them with `read_file` or search them with `grep`.";
+Paths are absolute (`/…`). Read a file before you edit it. Large tool results are saved under \
+`/large_tool_results/`: page or search them with `read_file` and `grep`.";
 
 /// Added when the backend can run commands.
 pub const EXECUTE_GUIDANCE: &str = "Use `execute` to run shell commands (tests, builds, \
@@ -36,10 +34,8 @@ scripts) in the working directory; prefer the file tools for reading and searchi
 
 /// When to delegate.
 pub const TASK_GUIDANCE: &str = "## Subagents\n\
-Delegate with `task` when a step is large or needs a lot of reading whose details you do not need \
-afterwards: the subagent works in a fresh context and returns only its final report. \
-Give it everything it needs in the description, and say what the report must contain. \
-Launch independent tasks in the same turn so they run in parallel.";
+Delegate large, reading-heavy steps with `task`: you get back only the subagent's report. \
+Start independent tasks in the same turn so they run in parallel.";
 
 /// How to treat memory.
 pub const MEMORY_GUIDANCE: &str = "When you learn something that will matter in future \

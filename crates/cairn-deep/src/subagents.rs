@@ -41,8 +41,8 @@ Complete it autonomously with your tools. Your final message is the only thing t
 see: make it a complete, self-contained report of what you found or did, with file paths for \
 anything you wrote.";
 
-const GENERAL_PURPOSE_DESCRIPTION: &str = "General agent with the same tools as you, for \
-complex multi-step work or research whose details you do not need to keep in your own context.";
+const GENERAL_PURPOSE_DESCRIPTION: &str =
+    "Has your tools; for multi-step work or research whose details you need not keep.";
 
 /// A named subagent the `task` tool can launch.
 #[derive(Clone, Default)]
@@ -187,7 +187,7 @@ impl TaskTool {
             list.push_str(&format!("\n- {name}: {description}"));
         }
         let description = format!(
-            "Delegate a task to a subagent that works in a fresh, isolated context and returns one final report. Subagents:{list}"
+            "Run a subagent in a fresh context; it returns one final report. Subagents:{list}"
         );
         let spec = ToolSpec::new(
             "task",

@@ -33,8 +33,10 @@ pub enum TodoStatus {
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 pub struct TodoItem {
     /// The task.
+    #[schemars(description = "")]
     pub content: String,
-    /// pending, in_progress or completed.
+    /// Where it stands.
+    #[schemars(description = "")]
     pub status: TodoStatus,
 }
 
@@ -92,7 +94,7 @@ pub fn todo_tool() -> TodoTool {
     let book = Arc::new(Bookkeeping::default());
     let inner = Builtin::new(
         NAME,
-        "Replace your todo list with this complete list. Use it to plan and track work of 3 or more steps: keep one item in_progress and mark items completed as soon as they are done. One call per turn.",
+        "Replace your todo list with this complete list. Keep one item in_progress; mark items completed as soon as they are done. One call per turn.",
         |a: TodoArgs, ctx: FunctionInvocationContext| async move {
             if let Some(session) = &ctx.session
                 && let Err(e) = session.state().insert(TODOS_KEY, &a.todos)
