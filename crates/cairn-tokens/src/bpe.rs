@@ -53,7 +53,7 @@ impl Encoding {
 /// Text is counted as tiktoken's `encode_ordinary` would (special-token strings such as
 /// `<|endoftext|>` count as plain text). Backed by `bpe-openai`, which agreed with `tiktoken-rs`
 /// (and with OpenAI's Python `tiktoken`) on every text of the comparison corpus, counted about
-/// twice as fast and loads four times faster (see `BENCHMARKS.md`).
+/// twice as fast and loads four times faster (see the repository's `BENCHMARKS.md`).
 /// If the embedded vocabulary cannot be loaded the counter logs an error once and falls back to
 /// [`EstimateCounter`]; [`is_exact`](TokenCounter::is_exact) then returns `false`.
 #[derive(Debug, Clone)]

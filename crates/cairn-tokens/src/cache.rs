@@ -14,7 +14,7 @@
 //! - **Cost.** Hashing is two orders of magnitude cheaper than BPE (GB/s against ≈ 20 MB/s),
 //!   so re-counting a history of `n` cached messages plus `k` new ones costs a hash pass over the
 //!   history and a BPE pass over the `k` new messages only: for a 170k-token history, ≈ 0.2 ms
-//!   per step against ≈ 30–50 ms cold (`BENCHMARKS.md`).
+//!   per step against ≈ 30–50 ms cold (the repository's `BENCHMARKS.md`).
 //! - **Bounded memory.** Two generations of at most `capacity` entries each (default 8,192, i.e.
 //!   ≤ 16,384 entries of 24 bytes plus map overhead, well under 1 MiB). A hit in the old
 //!   generation is promoted to the current one; when the current generation is full it becomes

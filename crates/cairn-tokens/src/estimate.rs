@@ -19,7 +19,7 @@ use crate::counter::{ImageWeight, TokenCounter};
 ///   and other symbols (emoji, …) one token per 2 UTF-8 bytes.
 ///
 /// The rules were fitted to `o200k_base` on the synthetic corpus of [`crate::synthetic`]; the
-/// measured error per kind of text is in `BENCHMARKS.md`: within +2.5% over a whole synthetic
+/// measured error per kind of text is in the repository's `BENCHMARKS.md`: within +2.5% over a whole synthetic
 /// agent history, and from −6% (JSON) to +14% (code) per kind of text, where `chars / 4` is off
 /// by −64% (CJK) to +35% (prose). Other tokenizers differ (Anthropic's and Llama's typically count more tokens
 /// for the same text than `o200k_base`), so [`EstimateCounter::with_scale`] lets a caller add a
