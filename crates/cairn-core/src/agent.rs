@@ -13,13 +13,12 @@
 use std::panic::AssertUnwindSafe;
 use std::sync::Arc;
 
-use futures::{FutureExt, StreamExt};
+use futures::FutureExt;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
 use crate::client::{
-    ChatClient, ChatOptions, ChatResponse, ResponseAssembler, ToolChoice, UpdateEvent,
-    UpdateMetadata,
+    ChatClient, ChatOptions, ChatResponse, ToolChoice, UpdateEvent, UpdateMetadata,
 };
 use crate::context::{AgentContext, ChatContext, FunctionInvocationContext};
 use crate::error::{Error, ToolError};
@@ -575,34 +574,14 @@ fn chat_endpoint(client: Arc<dyn ChatClient>) -> Endpoint<ChatContext> {
     Arc::new(move |mut c: ChatContext| {
         let client = Arc::clone(&client);
         Box::pin(async move {
-            let no_function_kwargs = Kwargs::new();
-            let response = match c.updates.clone() {
-                Some(sink) => {
-                    let mut assembler = ResponseAssembler::new();
-                    let mut stream = client.get_streaming_response(
-                        &c.messages,
-                        &c.options,
-                        &no_function_kwargs,
-                        &c.client_kwargs,
-                    );
-                    while let Some(item) = stream.next().await {
-                        let update = item?;
-                        assembler.push(&update.event);
-                        sink.forward(update);
-                    }
-                    assembler.finish()
-                }
-                None => {
-                    client
-                        .get_response(
-                            &c.messages,
-                            &c.options,
-                            &no_function_kwargs,
-                            &c.client_kwargs,
-                        )
-                        .await?
-                }
-            };
+            let response = crate::stream::call_model(
+                client.as_ref(),
+                &c.messages,
+                &c.options,
+                &c.client_kwargs,
+                c.updates.as_ref(),
+            )
+            .await?;
             c.result = Some(response);
             Ok(c)
         })

@@ -78,7 +78,7 @@ pub use middleware::{
 };
 pub use session::{AgentSession, SessionState};
 pub use store::{InMemoryStore, Item, SearchQuery, SharedStore, Store, StoreError};
-pub use stream::{AgentStream, UpdateSink};
+pub use stream::{AgentStream, UpdateSink, call_model};
 pub use tool::{
     ApprovalMode, FnTool, IntoTool, IntoToolOutput, Json, RespecTool, SharedTool, Tool, ToolOutput,
     ToolSet, ToolSpec,

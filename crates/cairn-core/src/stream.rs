@@ -6,8 +6,16 @@ use std::task::{Context, Poll};
 use futures::Stream;
 use tokio::sync::mpsc;
 
+use futures::StreamExt;
+
 use crate::agent::AgentResponse;
-use crate::client::{ChatResponseUpdate, UpdateEvent, UpdateMetadata};
+use crate::client::{
+    ChatClient, ChatOptions, ChatResponse, ChatResponseUpdate, ResponseAssembler, UpdateEvent,
+    UpdateMetadata,
+};
+use crate::error::ChatError;
+use crate::kwargs::Kwargs;
+use crate::message::Message;
 
 /// Where a streaming run writes its updates. Cheap to clone.
 ///
@@ -74,6 +82,42 @@ impl UpdateSink {
     /// The metadata this sink stamps.
     pub fn metadata(&self) -> &UpdateMetadata {
         &self.metadata
+    }
+}
+
+/// Makes one model call the way the agent loop does: streaming into `updates` (and assembling
+/// the response from the stream) when a sink is given, a plain call otherwise. The client gets
+/// an empty function-invocation bucket (see [`ChatClient`]). Middleware that calls a model of
+/// its own (a summarizer, a judge) uses this so its updates reach the run's stream.
+pub async fn call_model(
+    client: &dyn ChatClient,
+    messages: &[Message],
+    options: &ChatOptions,
+    client_kwargs: &Kwargs,
+    updates: Option<&UpdateSink>,
+) -> Result<ChatResponse, ChatError> {
+    let no_function_kwargs = Kwargs::new();
+    match updates {
+        Some(sink) => {
+            let mut assembler = ResponseAssembler::new();
+            let mut stream = client.get_streaming_response(
+                messages,
+                options,
+                &no_function_kwargs,
+                client_kwargs,
+            );
+            while let Some(item) = stream.next().await {
+                let update = item?;
+                assembler.push(&update.event);
+                sink.forward(update);
+            }
+            Ok(assembler.finish())
+        }
+        None => {
+            client
+                .get_response(messages, options, &no_function_kwargs, client_kwargs)
+                .await
+        }
     }
 }
 

@@ -60,10 +60,9 @@ use std::sync::{Arc, Mutex};
 
 use cairn_core::{
     AgentContext, BoxFuture, ChatClient, ChatContext, ChatError, ChatOptions, Extensions, Kwargs,
-    Message, Middleware, Next, ResponseAssembler, Role,
+    Message, Middleware, Next, Role,
 };
 use cairn_tokens::{CachedCounter, REPLY_PRIMING, TokenCounter, counter_for_model};
-use futures::StreamExt;
 use serde::{Deserialize, Serialize};
 
 use crate::backend::{BackendRuntime, SharedBackend};
@@ -703,26 +702,10 @@ async fn call_model(
     client_kwargs: &Kwargs,
     updates: Option<&cairn_core::UpdateSink>,
 ) -> Result<String, ChatError> {
-    let no_kwargs = Kwargs::new();
-    let response = match updates {
-        Some(sink) => {
-            let sink = sink.with_source(SUMMARIZATION_SOURCE);
-            let mut assembler = ResponseAssembler::new();
-            let mut stream =
-                client.get_streaming_response(messages, options, &no_kwargs, client_kwargs);
-            while let Some(item) = stream.next().await {
-                let update = item?;
-                assembler.push(&update.event);
-                sink.forward(update);
-            }
-            assembler.finish()
-        }
-        None => {
-            client
-                .get_response(messages, options, &no_kwargs, client_kwargs)
-                .await?
-        }
-    };
+    let sink = updates.map(|s| s.with_source(SUMMARIZATION_SOURCE));
+    let response =
+        cairn_core::stream::call_model(client, messages, options, client_kwargs, sink.as_ref())
+            .await?;
     Ok(response.text_content())
 }
 
