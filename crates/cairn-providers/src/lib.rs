@@ -8,7 +8,13 @@
 //! retry may help, and a distinct context-overflow kind. Requests are retried with backoff and
 //! jitter on connection failures, timeouts, 429 and 5xx, honouring `Retry-After`.
 //!
-//! [`client_for_model`] resolves `provider:model` strings.
+//! [`AnthropicClient`] speaks Anthropic's Messages API and [`GeminiClient`] Google's Gemini
+//! `generateContent` API, both plain and streaming, over the same transport, retries and error
+//! types.
+//!
+//! [`client_for_model`] resolves `provider:model` strings: `openai:…`, `ollama:…`,
+//! `anthropic:…` (`ANTHROPIC_API_KEY`, `ANTHROPIC_BASE_URL`) and `gemini:…` (`GEMINI_API_KEY` or
+//! `GOOGLE_API_KEY`, `GEMINI_BASE_URL`).
 //!
 //! ```no_run
 //! use cairn_core::{Agent, ChatClient};
@@ -30,8 +36,13 @@
 //! # Ok(()) }
 //! ```
 
+pub mod anthropic;
+mod common;
+pub mod gemini;
 pub mod openai;
 pub mod resolve;
 
+pub use anthropic::{AnthropicClient, AnthropicClientBuilder};
+pub use gemini::{GeminiClient, GeminiClientBuilder};
 pub use openai::{Api, ApiKey, OpenAIClient, OpenAIClientBuilder, RetryPolicy};
 pub use resolve::{client_for_model, known_providers, parse_model_spec};

@@ -1,7 +1,7 @@
 //! Resolving `provider:model` strings (e.g. `openai:gpt-4.1`) to clients.
 //!
 //! Each provider is one row of [`PROVIDERS`]: a name and a factory taking the model name. Adding
-//! a provider (anthropic, gemini, local, …) means adding a row.
+//! a provider means adding a row.
 
 use std::sync::Arc;
 
@@ -13,7 +13,12 @@ use crate::openai::{OpenAIClient, OpenAIClientBuilder};
 pub type ProviderFactory = fn(model: &str) -> Result<Arc<dyn ChatClient>, ChatError>;
 
 /// The known providers, by the prefix of a model string.
-pub const PROVIDERS: &[(&str, ProviderFactory)] = &[("openai", openai), ("ollama", ollama)];
+pub const PROVIDERS: &[(&str, ProviderFactory)] = &[
+    ("openai", openai),
+    ("ollama", ollama),
+    ("anthropic", anthropic),
+    ("gemini", gemini),
+];
 
 /// The names of the known providers.
 pub fn known_providers() -> impl Iterator<Item = &'static str> {
@@ -40,6 +45,10 @@ pub fn parse_model_spec(spec: &str) -> Result<(&str, &str), ChatError> {
 ///   [`OpenAIClient::from_env`]).
 /// - `ollama:<model>`: the OpenAI-compatible endpoint at `OLLAMA_BASE_URL` (`/v1` is appended
 ///   when missing) or `http://localhost:11434/v1`; `OLLAMA_API_KEY` if set.
+/// - `anthropic:<model>`: the Messages API, configured from `ANTHROPIC_API_KEY` (required) and
+///   `ANTHROPIC_BASE_URL` (see [`AnthropicClient::from_env`](crate::AnthropicClient::from_env)).
+/// - `gemini:<model>`: the Gemini API, configured from `GEMINI_API_KEY` or `GOOGLE_API_KEY`
+///   (one is required) and `GEMINI_BASE_URL` (see [`GeminiClient::from_env`](crate::GeminiClient::from_env)).
 ///
 /// Anything else fails with [`ChatErrorKind::Config`], listing the known providers.
 ///
@@ -92,6 +101,31 @@ fn ollama(model: &str) -> Result<Arc<dyn ChatClient>, ChatError> {
     Ok(Arc::new(b.build()?))
 }
 
+fn anthropic(model: &str) -> Result<Arc<dyn ChatClient>, ChatError> {
+    let b = crate::anthropic::AnthropicClientBuilder::from_env().model(model);
+    if std::env::var("ANTHROPIC_API_KEY").map_or(true, |k| k.trim().is_empty()) {
+        return Err(ChatError::new(
+            ChatErrorKind::Config,
+            "ANTHROPIC_API_KEY is not set (needed for anthropic:<model>)",
+        ));
+    }
+    Ok(Arc::new(b.build()?))
+}
+
+fn gemini(model: &str) -> Result<Arc<dyn ChatClient>, ChatError> {
+    let b = crate::gemini::GeminiClientBuilder::from_env().model(model);
+    let key_set = ["GEMINI_API_KEY", "GOOGLE_API_KEY"]
+        .iter()
+        .any(|v| std::env::var(v).is_ok_and(|k| !k.trim().is_empty()));
+    if !key_set {
+        return Err(ChatError::new(
+            ChatErrorKind::Config,
+            "GEMINI_API_KEY (or GOOGLE_API_KEY) is not set (needed for gemini:<model>)",
+        ));
+    }
+    Ok(Arc::new(b.build()?))
+}
+
 fn ollama_base_url(env: Option<&str>) -> String {
     match env.map(str::trim).filter(|s| !s.is_empty()) {
         None => "http://localhost:11434/v1".to_owned(),
@@ -126,9 +160,10 @@ mod tests {
 
     #[test]
     fn unknown_provider_lists_known_ones() {
-        let e = client_for_model("anthropic:claude").err().unwrap();
+        let e = client_for_model("mistral:large").err().unwrap();
         assert_eq!(e.kind(), ChatErrorKind::Config);
         assert!(e.message().contains("openai") && e.message().contains("ollama"));
+        assert!(e.message().contains("anthropic") && e.message().contains("gemini"));
     }
 
     #[test]

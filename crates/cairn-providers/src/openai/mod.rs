@@ -59,11 +59,12 @@
 //! Function-invocation kwargs are never sent.
 
 mod chat;
+pub(crate) mod endpoint;
 mod http1;
 mod responses;
-mod retry;
-mod sse;
-mod wire;
+pub(crate) mod retry;
+pub(crate) mod sse;
+pub(crate) mod wire;
 
 use std::collections::VecDeque;
 use std::fmt;
@@ -76,14 +77,13 @@ use cairn_core::{
     BoxFuture, ChatClient, ChatError, ChatErrorKind, ChatOptions, ChatResponse, ChatResponseUpdate,
     ChatStream, Kwargs, Message,
 };
-use http_body_util::Full;
 use reqwest::Url;
-use reqwest::header::{
-    ACCEPT, AUTHORIZATION, CONTENT_TYPE, HOST, HeaderMap, HeaderName, HeaderValue,
-};
+use reqwest::header::{AUTHORIZATION, HeaderMap};
 
 pub use retry::RetryPolicy;
 
+use crate::common::{DEFAULT_CONNECT_TIMEOUT, DEFAULT_TIMEOUT, config_error, env_nonempty};
+use endpoint::{Endpoint, EndpointConfig, Target};
 use sse::SseParser;
 use wire::Extras;
 
@@ -178,9 +178,6 @@ impl Default for OpenAIClientBuilder {
     }
 }
 
-const DEFAULT_TIMEOUT: Duration = Duration::from_secs(600);
-const DEFAULT_CONNECT_TIMEOUT: Duration = Duration::from_secs(10);
-
 fn http_client(timeout: Duration, connect_timeout: Duration) -> Result<reqwest::Client, ChatError> {
     // rustls is built without a bundled crypto provider; install ring as the process default
     // unless another one already is.
@@ -200,10 +197,6 @@ fn http_client(timeout: Duration, connect_timeout: Duration) -> Result<reqwest::
             )
             .with_source(e)
         })
-}
-
-fn env_nonempty(name: &str) -> Option<String> {
-    std::env::var(name).ok().filter(|v| !v.trim().is_empty())
 }
 
 impl OpenAIClientBuilder {
@@ -340,117 +333,30 @@ impl OpenAIClientBuilder {
     ///
     /// Fails with [`ChatErrorKind::Config`] on an invalid base URL or header.
     pub fn build(self) -> Result<OpenAIClient, ChatError> {
-        let config = |m: String| ChatError::new(ChatErrorKind::Config, m);
-        let mut base = self.base_url.trim().trim_end_matches('/').to_owned();
-        if base.is_empty() {
-            return Err(config("the base URL is empty".into()));
-        }
-        base.push('/');
-        let base_url = Url::parse(&base)
-            .map_err(|e| config(format!("invalid base URL {:?}: {e}", self.base_url)))?;
-        if !matches!(base_url.scheme(), "http" | "https") {
-            return Err(config(format!(
-                "the base URL {:?} is not http(s)",
-                self.base_url
-            )));
-        }
-        let join = |p: &str| {
-            base_url
-                .join(p)
-                .map_err(|e| config(format!("invalid base URL {:?}: {e}", self.base_url)))
-        };
-        let chat_url = join("chat/completions")?;
-        let responses_url = join("responses")?;
-
         let auth = match &self.api_key {
-            Some(k) if !k.0.is_empty() => {
-                let mut v = HeaderValue::try_from(format!("Bearer {}", k.0))
-                    .map_err(|_| config("the API key is not a valid header value".into()))?;
-                v.set_sensitive(true);
-                Some(v)
-            }
+            Some(k) if !k.0.is_empty() => Some((AUTHORIZATION, format!("Bearer {}", k.0))),
             _ => None,
         };
-        let mut headers = HeaderMap::new();
-        for (n, v) in &self.headers {
-            let name = HeaderName::try_from(n.as_str())
-                .map_err(|_| config(format!("invalid header name {n:?}")))?;
-            let value = HeaderValue::try_from(v.as_str())
-                .map_err(|_| config(format!("invalid value for header {n:?}")))?;
-            headers.append(name, value);
-        }
-
-        let raw = self.http.is_none()
-            && self.hyper_http1
-            && base_url.scheme() == "http"
-            && !proxy_in_env();
-        let transport = match (self.http, raw) {
-            (Some(c), _) => Transport::Reqwest(c),
-            (None, true) => {
-                let (host, port) = match (base_url.host(), base_url.port_or_known_default()) {
-                    (Some(url::Host::Domain(d)), Some(p)) => (d.to_owned(), p),
-                    (Some(url::Host::Ipv4(a)), Some(p)) => (a.to_string(), p),
-                    (Some(url::Host::Ipv6(a)), Some(p)) => (a.to_string(), p),
-                    _ => {
-                        return Err(config(format!(
-                            "the base URL {:?} has no host",
-                            self.base_url
-                        )));
-                    }
-                };
-                let mut head = HeaderMap::with_capacity(8 + headers.len());
-                let host_header = match base_url.port() {
-                    Some(p) => format!("{}:{p}", base_url.host_str().unwrap_or("")),
-                    None => base_url.host_str().unwrap_or("").to_owned(),
-                };
-                head.insert(
-                    HOST,
-                    HeaderValue::try_from(host_header)
-                        .map_err(|_| config(format!("invalid host in {:?}", self.base_url)))?,
-                );
-                head.insert(CONTENT_TYPE, HeaderValue::from_static("application/json"));
-                if let Some(a) = &auth {
-                    head.insert(AUTHORIZATION, a.clone());
-                }
-                let mut head_sse = head.clone();
-                head.insert(ACCEPT, HeaderValue::from_static("application/json"));
-                head_sse.insert(ACCEPT, HeaderValue::from_static("text/event-stream"));
-                // Configured headers replace cairn's own of the same name (as with reqwest).
-                head.extend(headers.clone());
-                head_sse.extend(headers.clone());
-                let uri = |u: &Url| {
-                    hyper::Uri::try_from(path_of(u))
-                        .map_err(|e| config(format!("invalid base URL {:?}: {e}", self.base_url)))
-                };
-                Transport::Hyper(Arc::new(HyperRoute {
-                    http: Arc::new(http1::Http1::new(
-                        host,
-                        port,
-                        self.connect_timeout,
-                        self.timeout,
-                    )),
-                    head_json: head,
-                    head_sse,
-                    chat_uri: uri(&chat_url)?,
-                    responses_uri: uri(&responses_url)?,
-                }))
-            }
-            (None, false) => Transport::Reqwest(http_client(self.timeout, self.connect_timeout)?),
-        };
-
+        let endpoint = Endpoint::new(EndpointConfig {
+            base_url: &self.base_url,
+            auth,
+            headers: &self.headers,
+            http: self.http,
+            hyper_http1: self.hyper_http1,
+            timeout: self.timeout,
+            connect_timeout: self.connect_timeout,
+            retry: self.retry,
+        })?;
+        let chat = endpoint.target("chat/completions")?;
+        let responses = endpoint.target("responses")?;
         Ok(OpenAIClient {
             inner: Arc::new(Inner {
-                transport,
+                endpoint,
                 api_key: self.api_key,
-                auth,
-                headers,
-                base_url: base.trim_end_matches('/').to_owned(),
-                chat_url,
-                responses_url,
+                chat,
+                responses,
                 model: self.model,
                 api: self.api,
-                timeout: self.timeout,
-                retry: self.retry,
                 provider: self.provider,
                 max_tokens_field: if self.legacy_max_tokens {
                     "max_tokens"
@@ -481,20 +387,7 @@ enum Transport {
     /// `reqwest` (TLS, proxies, HTTP/2).
     Reqwest(reqwest::Client),
     /// hyper's HTTP/1.1 client connections, pooled, for plain `http://` (see [`http1`]).
-    Hyper(Arc<HyperRoute>),
-}
-
-/// What the hyper transport sends every request with.
-struct HyperRoute {
-    http: Arc<http1::Http1>,
-    /// The headers of every request (Host, Content-Type, Authorization, configured headers)
-    /// with `Accept: application/json`.
-    head_json: HeaderMap,
-    /// The same with `Accept: text/event-stream`.
-    head_sse: HeaderMap,
-    /// Origin-form request targets.
-    chat_uri: hyper::Uri,
-    responses_uri: hyper::Uri,
+    Hyper(Arc<http1::Http1>),
 }
 
 fn path_of(url: &Url) -> String {
@@ -511,7 +404,7 @@ fn proxy_in_env() -> bool {
 }
 
 /// A response of either transport.
-enum Resp {
+pub(crate) enum Resp {
     Reqwest(reqwest::Response),
     Hyper(http1::Response),
 }
@@ -540,7 +433,7 @@ impl Resp {
         }
     }
 
-    async fn bytes(self) -> Result<Bytes, ChatError> {
+    pub(crate) async fn bytes(self) -> Result<Bytes, ChatError> {
         match self {
             Resp::Reqwest(r) => r.bytes().await.map_err(|e| transport_error(e, true)),
             Resp::Hyper(r) => r.bytes().await.map_err(hyper_body_error),
@@ -556,17 +449,12 @@ impl Resp {
 }
 
 struct Inner {
-    transport: Transport,
+    endpoint: Endpoint,
     api_key: Option<ApiKey>,
-    auth: Option<HeaderValue>,
-    headers: HeaderMap,
-    base_url: String,
-    chat_url: Url,
-    responses_url: Url,
+    chat: Target,
+    responses: Target,
     model: Option<String>,
     api: Api,
-    timeout: Duration,
-    retry: RetryPolicy,
     provider: String,
     max_tokens_field: &'static str,
     stream_usage: bool,
@@ -579,12 +467,12 @@ impl fmt::Debug for OpenAIClient {
         let i = &self.inner;
         f.debug_struct("OpenAIClient")
             .field("provider", &i.provider)
-            .field("base_url", &i.base_url)
+            .field("base_url", &i.endpoint.base_url)
             .field("model", &i.model)
             .field("api", &i.api)
             .field("api_key", &i.api_key)
-            .field("timeout", &i.timeout)
-            .field("retry", &i.retry)
+            .field("timeout", &i.endpoint.timeout)
+            .field("retry", &i.endpoint.retry)
             .finish()
     }
 }
@@ -622,7 +510,7 @@ impl OpenAIClient {
 
     /// The API root.
     pub fn base_url(&self) -> &str {
-        &self.inner.base_url
+        &self.inner.endpoint.base_url
     }
 
     /// A copy of this client speaking another API (sharing the connection pool).
@@ -630,17 +518,12 @@ impl OpenAIClient {
         let i = &self.inner;
         OpenAIClient {
             inner: Arc::new(Inner {
-                transport: i.transport.clone(),
+                endpoint: i.endpoint.clone(),
                 api_key: i.api_key.clone(),
-                auth: i.auth.clone(),
-                headers: i.headers.clone(),
-                base_url: i.base_url.clone(),
-                chat_url: i.chat_url.clone(),
-                responses_url: i.responses_url.clone(),
+                chat: i.chat.clone(),
+                responses: i.responses.clone(),
                 model: i.model.clone(),
                 api,
-                timeout: i.timeout,
-                retry: i.retry,
                 provider: i.provider.clone(),
                 max_tokens_field: i.max_tokens_field,
                 stream_usage: i.stream_usage,
@@ -669,10 +552,6 @@ pub(crate) trait StreamDecoder: Send + 'static {
     ) -> Result<(), ChatError>;
 }
 
-fn config_error(m: impl Into<String>) -> ChatError {
-    ChatError::new(ChatErrorKind::Config, m)
-}
-
 /// Maps a transport error; `reading` is true once the response headers arrived.
 fn transport_error(e: reqwest::Error, reading: bool) -> ChatError {
     use std::error::Error as _;
@@ -698,7 +577,7 @@ fn transport_error(e: reqwest::Error, reading: bool) -> ChatError {
 }
 
 struct Prepared<'a> {
-    url: &'a Url,
+    target: &'a Target,
     body: Bytes,
     extra_headers: Option<HeaderMap>,
 }
@@ -720,37 +599,7 @@ impl Inner {
                     "no model: set ChatOptions::model, the builder's model or OPENAI_MODEL",
                 )
             })?;
-        let (extra_body, extra_headers) = if client_kwargs.is_empty() {
-            (None, None)
-        } else {
-            let body = match client_kwargs.get("extra_body") {
-                None | Some(serde_json::Value::Null) => None,
-                Some(serde_json::Value::Object(m)) => Some(m),
-                Some(_) => return Err(config_error("client kwarg extra_body must be an object")),
-            };
-            let headers = match client_kwargs.get("extra_headers") {
-                None | Some(serde_json::Value::Null) => None,
-                Some(serde_json::Value::Object(m)) => {
-                    let mut h = HeaderMap::with_capacity(m.len());
-                    for (k, v) in m {
-                        let name = HeaderName::try_from(k.as_str())
-                            .map_err(|_| config_error(format!("invalid header name {k:?}")))?;
-                        let text = match v {
-                            serde_json::Value::String(s) => s.clone(),
-                            other => other.to_string(),
-                        };
-                        let value = HeaderValue::try_from(text)
-                            .map_err(|_| config_error(format!("invalid value for header {k:?}")))?;
-                        h.append(name, value);
-                    }
-                    Some(h)
-                }
-                Some(_) => {
-                    return Err(config_error("client kwarg extra_headers must be an object"));
-                }
-            };
-            (body, headers)
-        };
+        let (extra_body, extra_headers) = crate::common::client_extras(client_kwargs)?;
         let extras = Extras {
             props: &options.additional_properties,
             body: extra_body,
@@ -760,7 +609,7 @@ impl Inner {
         let mut body = Vec::with_capacity(self.body_hint.load(Ordering::Relaxed));
         let (url, written) = match self.api {
             Api::ChatCompletions => (
-                &self.chat_url,
+                &self.chat,
                 serde_json::to_writer(
                     &mut body,
                     &chat::ChatRequest {
@@ -775,7 +624,7 @@ impl Inner {
                 ),
             ),
             Api::Responses => (
-                &self.responses_url,
+                &self.responses,
                 serde_json::to_writer(
                     &mut body,
                     &responses::ResponsesRequest {
@@ -798,7 +647,7 @@ impl Inner {
         self.body_hint
             .store(body.len() + body.len() / 8 + 256, Ordering::Relaxed);
         Ok(Prepared {
-            url,
+            target: url,
             body: Bytes::from(body),
             extra_headers,
         })
@@ -806,129 +655,15 @@ impl Inner {
 
     /// Sends the request, retrying before the first byte of a successful response.
     async fn send(&self, p: &Prepared<'_>, stream: bool) -> Result<Resp, ChatError> {
-        let mut attempt = 0u32;
-        loop {
-            let sent = match &self.transport {
-                Transport::Hyper(route) => {
-                    let HyperRoute {
-                        http,
-                        head_json,
-                        head_sse,
-                        chat_uri,
-                        responses_uri,
-                    } = &**route;
-                    let uri = match self.api {
-                        Api::ChatCompletions => chat_uri,
-                        Api::Responses => responses_uri,
-                    };
-                    let head = if stream { head_sse } else { head_json };
-                    let make = || {
-                        let mut req = hyper::Request::new(Full::new(p.body.clone()));
-                        *req.method_mut() = hyper::Method::POST;
-                        *req.uri_mut() = uri.clone();
-                        *req.headers_mut() = head.clone();
-                        if let Some(h) = &p.extra_headers {
-                            req.headers_mut().extend(h.clone());
-                        }
-                        req
-                    };
-                    http.send(make)
-                        .await
-                        .map(Resp::Hyper)
-                        .map_err(|f| self.hyper_failure(f))
-                }
-                Transport::Reqwest(http) => self
-                    .send_reqwest(http, p, stream)
-                    .await
-                    .map(Resp::Reqwest)
-                    .map_err(|e| transport_error(e, false)),
-            };
-            let (error, retry) = match sent {
-                Ok(resp) if (200..300).contains(&resp.status()) => return Ok(resp),
-                Ok(resp) => {
-                    let status = resp.status();
-                    let ra = resp.retry_after();
-                    let body = resp.bytes().await.unwrap_or_default();
-                    let e = wire::status_error(status, &body, ra);
-                    (e.error, e.retry)
-                }
-                Err(e) => {
-                    let retry = matches!(e.kind(), ChatErrorKind::Connect | ChatErrorKind::Timeout);
-                    (e, retry)
-                }
-            };
-            if !retry || attempt >= self.retry.max_retries {
-                return Err(error);
-            }
-            let delay = self.retry.delay(attempt, error.retry_after());
-            tracing::debug!(
-                target: "cairn_providers::openai",
-                attempt = attempt + 1,
-                delay_ms = delay.as_millis() as u64,
-                error = %error,
-                "retrying model call"
-            );
-            tokio::time::sleep(delay).await;
-            attempt += 1;
-        }
-    }
-
-    fn hyper_failure(&self, f: http1::Failure) -> ChatError {
-        match f {
-            http1::Failure::Connect(e) => ChatError::new(
-                ChatErrorKind::Connect,
-                format!("could not connect to {}: {e}", self.base_url),
+        self.endpoint
+            .send(
+                p.target,
+                &p.body,
+                p.extra_headers.as_ref(),
+                stream,
+                wire::status_error,
             )
-            .with_source(e),
-            http1::Failure::Send(e) => ChatError::new(
-                ChatErrorKind::Connect,
-                format!(
-                    "the connection to {} failed before a response: {e}",
-                    self.base_url
-                ),
-            )
-            .with_source(e),
-            http1::Failure::Protocol(e) => ChatError::new(
-                ChatErrorKind::Decode,
-                format!("invalid HTTP response from {}: {e}", self.base_url),
-            )
-            .with_source(e),
-            http1::Failure::Timeout => ChatError::new(
-                ChatErrorKind::Timeout,
-                format!(
-                    "no response from {} within {:?}",
-                    self.base_url, self.timeout
-                ),
-            ),
-        }
-    }
-
-    async fn send_reqwest(
-        &self,
-        http: &reqwest::Client,
-        p: &Prepared<'_>,
-        stream: bool,
-    ) -> Result<reqwest::Response, reqwest::Error> {
-        static JSON: HeaderValue = HeaderValue::from_static("application/json");
-        static SSE: HeaderValue = HeaderValue::from_static("text/event-stream");
-        let mut req = http
-            .post(p.url.clone())
-            .header(CONTENT_TYPE, JSON.clone())
-            .header(ACCEPT, if stream { SSE.clone() } else { JSON.clone() })
-            .body(p.body.clone());
-        if let Some(a) = &self.auth {
-            req = req.header(AUTHORIZATION, a.clone());
-        }
-        if !self.headers.is_empty() {
-            req = req.headers(self.headers.clone());
-        }
-        if let Some(h) = &p.extra_headers {
-            req = req.headers(h.clone());
-        }
-        if !stream {
-            req = req.timeout(self.timeout);
-        }
-        req.send().await
+            .await
     }
 
     async fn complete(
@@ -981,7 +716,7 @@ enum StreamState<'a, D> {
     Finished,
 }
 
-fn drive<'a, D: StreamDecoder>(
+pub(crate) fn drive<'a, D: StreamDecoder>(
     open: BoxFuture<'a, Result<Resp, ChatError>>,
     decoder: D,
 ) -> ChatStream<'a> {

@@ -546,3 +546,65 @@ pub fn responses_sse(t: &Turn, keep_alive: bool) -> Vec<String> {
 
 /// Splits that hit awkward boundaries.
 pub const SPLITS: &[&[usize]] = &[&[1], &[2, 3], &[7, 1, 13], &[64], &[100_000]];
+
+// ---------------------------------------------------------------------------------------------
+// Shared by the provider tests
+// ---------------------------------------------------------------------------------------------
+
+/// Runs the test `name` of the current test binary in a child process, with the variables
+/// `clear` removed, `CAIRN_CHILD=1` and `env` set; whether it ran and passed. (The workspace
+/// forbids `unsafe`, so tests cannot `set_var` in their own process.)
+pub fn run_child_test(name: &str, clear: &[&str], env: &[(&str, &str)]) -> bool {
+    let mut cmd = std::process::Command::new(std::env::current_exe().expect("test binary"));
+    cmd.args([name, "--exact", "--nocapture", "--test-threads=1"]);
+    for v in clear {
+        cmd.env_remove(v);
+    }
+    cmd.env("CAIRN_CHILD", "1");
+    for (k, v) in env {
+        cmd.env(k, v);
+    }
+    let out = cmd.output().expect("run the test binary");
+    out.status.success() && String::from_utf8_lossy(&out.stdout).contains("1 passed")
+}
+
+/// An `echo` tool counting its calls in `calls`; it answers `echo:<text>`.
+pub fn echo_tool(calls: Arc<AtomicUsize>) -> cairn_core::FnTool {
+    cairn_core::FnTool::new(
+        "echo",
+        "Echo the text.",
+        json!({"type": "object", "properties": {"text": {"type": "string"}}, "required": ["text"]}),
+        move |ctx| {
+            let calls = calls.clone();
+            async move {
+                calls.fetch_add(1, Ordering::SeqCst);
+                Ok(cairn_core::ToolOutput::text(format!(
+                    "echo:{}",
+                    ctx.arguments["text"].as_str().unwrap_or("")
+                )))
+            }
+        },
+    )
+}
+
+/// Runs `agent` on "go" plainly and streamed (with a function-invocation kwarg that must never
+/// reach the server) and returns both final responses.
+pub async fn run_plain_and_streamed(
+    agent: &cairn_core::Agent,
+) -> (cairn_core::AgentResponse, cairn_core::AgentResponse) {
+    use futures::StreamExt;
+    let kw = cairn_core::Kwargs::from([("user_id", "SECRET-USER")]);
+    let plain = agent
+        .run("go")
+        .function_invocation_kwargs(kw.clone())
+        .await
+        .expect("plain run");
+    let mut stream = agent.run("go").function_invocation_kwargs(kw).stream();
+    let mut streamed = None;
+    while let Some(u) = stream.next().await {
+        if let cairn_core::UpdateEvent::RunCompleted(r) = u.event {
+            streamed = Some(*r);
+        }
+    }
+    (plain, streamed.expect("RunCompleted"))
+}
