@@ -66,7 +66,7 @@ pub struct Cli {
 /// Options shared by `run` and `chat`.
 #[derive(Debug, Clone, Args)]
 pub struct GlobalArgs {
-    /// The model as provider:model, e.g. local:, openai:gpt-4.1, ollama:qwen2.5-coder
+    /// The model as provider:model, e.g. local:, openai:gpt-4.1, ollama:qwen2.5-coder, anthropic:claude-sonnet-4-5, gemini:gemini-2.5-flash
     /// [default: openai:$OPENAI_MODEL if OPENAI_API_KEY or OPENAI_BASE_URL is set, else local:]
     #[arg(
         long,
