@@ -22,7 +22,7 @@ pub use cairn_macros::{tool, tools};
 /// Model providers: OpenAI-compatible endpoints (Chat Completions and Responses) and
 /// `provider:model` resolution.
 pub use cairn_providers as providers;
-pub use cairn_providers::{Api, OpenAIClient, client_for_model};
+pub use cairn_providers::{AnthropicClient, Api, GeminiClient, OpenAIClient, client_for_model};
 
 /// The deep-agent harness: backends, built-in tools, subagents, memory, skills, profiles.
 pub use cairn_deep as deep;
