@@ -143,52 +143,12 @@ async fn function_middleware_rewrites_arguments_and_results() {
 
 type Log = Arc<Mutex<Vec<String>>>;
 
-fn log_agent_mw(
+/// Middleware of any kind that logs `name>` before `next` and `<name` after it.
+fn log_mw<C: Send + 'static>(
     log: Log,
     name: &'static str,
-) -> impl Fn(AgentContext, AgentNext) -> cairn_core::BoxFuture<'static, Result<AgentContext>>
-+ Send
-+ Sync
-+ 'static {
-    move |ctx, next| {
-        let log = Arc::clone(&log);
-        Box::pin(async move {
-            log.lock().unwrap().push(format!("{name}>"));
-            let ctx = next.run(ctx).await?;
-            log.lock().unwrap().push(format!("<{name}"));
-            Ok(ctx)
-        })
-    }
-}
-
-fn log_chat_mw(
-    log: Log,
-    name: &'static str,
-) -> impl Fn(ChatContext, ChatNext) -> cairn_core::BoxFuture<'static, Result<ChatContext>>
-+ Send
-+ Sync
-+ 'static {
-    move |ctx, next| {
-        let log = Arc::clone(&log);
-        Box::pin(async move {
-            log.lock().unwrap().push(format!("{name}>"));
-            let ctx = next.run(ctx).await?;
-            log.lock().unwrap().push(format!("<{name}"));
-            Ok(ctx)
-        })
-    }
-}
-
-fn log_fn_mw(
-    log: Log,
-    name: &'static str,
-) -> impl Fn(
-    FunctionInvocationContext,
-    FunctionNext,
-) -> cairn_core::BoxFuture<'static, Result<FunctionInvocationContext>>
-+ Send
-+ Sync
-+ 'static {
+) -> impl Fn(C, cairn_core::Next<C>) -> cairn_core::BoxFuture<'static, Result<C>> + Send + Sync + 'static
+{
     move |ctx, next| {
         let log = Arc::clone(&log);
         Box::pin(async move {
@@ -205,15 +165,21 @@ async fn middleware_order_agent_level_outside_run_level() {
     let log: Log = Arc::default();
     let agent = Agent::builder(loop_client(1, "echo", json!({"text": "x"})))
         .tool(echo_tool(Arc::default()))
-        .middleware(log_agent_mw(Arc::clone(&log), "agent_ag"))
-        .middleware(log_chat_mw(Arc::clone(&log), "agent_chat"))
-        .middleware(log_fn_mw(Arc::clone(&log), "agent_fn"))
+        .middleware(log_mw::<AgentContext>(Arc::clone(&log), "agent_ag"))
+        .middleware(log_mw::<ChatContext>(Arc::clone(&log), "agent_chat"))
+        .middleware(log_mw::<FunctionInvocationContext>(
+            Arc::clone(&log),
+            "agent_fn",
+        ))
         .build();
     agent
         .run("go")
-        .middleware(log_agent_mw(Arc::clone(&log), "run_ag"))
-        .middleware(log_chat_mw(Arc::clone(&log), "run_chat"))
-        .middleware(log_fn_mw(Arc::clone(&log), "run_fn"))
+        .middleware(log_mw::<AgentContext>(Arc::clone(&log), "run_ag"))
+        .middleware(log_mw::<ChatContext>(Arc::clone(&log), "run_chat"))
+        .middleware(log_mw::<FunctionInvocationContext>(
+            Arc::clone(&log),
+            "run_fn",
+        ))
         .await
         .unwrap();
     let got = log.lock().unwrap().join(" ");
