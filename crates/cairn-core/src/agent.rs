@@ -701,6 +701,58 @@ async fn invoke_call(
     Ok((result, ctx.terminate))
 }
 
+/// Gives every function call of one model reply its own id, in place, so each call is
+/// executed and answered under an id no other call of the reply shares.
+///
+/// Models sometimes repeat an id (two `call_1`s) or leave it empty. Answering both calls under
+/// one id would make the next request ambiguous (providers reject it, or pair the wrong
+/// result with a call). The first call keeps its id; a later duplicate `id` becomes `id_2`
+/// (`id_3`, … — the first suffix no call of the reply uses) and an empty id becomes
+/// `call_<n>` (`n` the call's 1-based position in the reply). The renamed id is what the
+/// history keeps in the assistant message and what its result answers, so the conversation
+/// sent next is consistent. (Streamed `ToolCallStart` updates, emitted while the reply was
+/// still arriving, carry the id as the model sent it.)
+fn unique_call_ids(produced: &mut [Message]) {
+    let ids: Vec<&str> = produced
+        .iter()
+        .flat_map(Message::function_calls)
+        .map(|c| c.call_id.as_str())
+        .collect();
+    let mut seen: std::collections::HashSet<&str> = std::collections::HashSet::new();
+    if ids.iter().all(|id| !id.is_empty() && seen.insert(id)) {
+        return;
+    }
+    let mut taken: std::collections::HashSet<String> =
+        ids.iter().map(|id| (*id).to_owned()).collect();
+    let mut used: std::collections::HashSet<String> = std::collections::HashSet::new();
+    let mut position = 0usize;
+    for m in produced.iter_mut() {
+        for c in &mut m.contents {
+            let Content::FunctionCall(fc) = c else {
+                continue;
+            };
+            position += 1;
+            if !fc.call_id.is_empty() && used.insert(fc.call_id.clone()) {
+                continue;
+            }
+            let base = if fc.call_id.is_empty() {
+                "call".to_owned()
+            } else {
+                fc.call_id.clone()
+            };
+            let mut n = if fc.call_id.is_empty() { position } else { 2 };
+            let mut candidate = format!("{base}_{n}");
+            while taken.contains(&candidate) {
+                n += 1;
+                candidate = format!("{base}_{n}");
+            }
+            taken.insert(candidate.clone());
+            used.insert(candidate.clone());
+            fc.call_id = candidate;
+        }
+    }
+}
+
 fn kind_of(v: &Value) -> &'static str {
     match v {
         Value::Null => "null",
@@ -803,6 +855,7 @@ async fn run_loop(
                 m.author_name = inner.name.clone();
             }
         }
+        unique_call_ids(&mut produced);
         let calls: Vec<FunctionCall> = produced
             .iter()
             .flat_map(Message::function_calls)
