@@ -31,7 +31,10 @@ use crate::model::{ModelChoice, ModelResolver};
 use crate::profile::HarnessProfile;
 use crate::prompt::{BASE_AGENT_PROMPT, HITL_GUIDANCE, PromptSections};
 use crate::skills::{SKILLS_STATE_KEY, SkillCatalog, load_skills, render_skills};
-use crate::subagents::{SubAgent, TaskTool};
+use crate::subagents::{
+    DEFAULT_MAX_CONCURRENT_SUBAGENTS, RunLimitsSetup, SubAgent, SubagentCallBudget, SubagentLimits,
+    TaskTool,
+};
 use crate::tools::{filesystem_tools, todo_tool};
 
 /// A deep agent could not be built.
@@ -81,6 +84,8 @@ pub struct DeepAgentBuilder {
     subagents: Vec<SubAgent>,
     general_purpose: bool,
     max_subagent_depth: usize,
+    max_concurrent_subagents: usize,
+    max_subagent_model_calls: Option<usize>,
     backend: Option<SharedBackend>,
     store: Option<SharedStore>,
     context: Option<ContextCheck>,
@@ -110,6 +115,8 @@ impl Default for DeepAgentBuilder {
             subagents: Vec::new(),
             general_purpose: true,
             max_subagent_depth: 1,
+            max_concurrent_subagents: DEFAULT_MAX_CONCURRENT_SUBAGENTS,
+            max_subagent_model_calls: None,
             backend: None,
             store: None,
             context: None,
@@ -220,6 +227,33 @@ impl DeepAgentBuilder {
     pub fn max_subagent_depth(mut self, depth: usize) -> Self {
         self.max_subagent_depth = depth;
         self
+    }
+
+    /// The most subagents working at once in one run, nested ones included (default
+    /// [`DEFAULT_MAX_CONCURRENT_SUBAGENTS`]; at least 1). Further `task` calls wait for a free
+    /// slot. See [subagent limits](crate::subagents#limits).
+    pub fn max_concurrent_subagents(mut self, n: usize) -> Self {
+        self.max_concurrent_subagents = n.max(1);
+        self
+    }
+
+    /// The most model calls all subagents of one run may make together, nested ones included
+    /// (default: [`DEFAULT_MODEL_CALLS_PER_ITERATION`](crate::subagents::DEFAULT_MODEL_CALLS_PER_ITERATION)
+    /// × the loop's `max_iterations`). Once it is spent, running subagents stop and `task`
+    /// answers with an error. See [subagent limits](crate::subagents#limits).
+    pub fn max_subagent_model_calls(mut self, n: usize) -> Self {
+        self.max_subagent_model_calls = Some(n);
+        self
+    }
+
+    /// The subagent limits runs of this agent get.
+    pub fn subagent_limits(&self) -> SubagentLimits {
+        let mut limits = SubagentLimits::for_iterations(self.loop_config.max_iterations);
+        limits.max_concurrent = self.max_concurrent_subagents.max(1);
+        if let Some(n) = self.max_subagent_model_calls {
+            limits.max_model_calls = n;
+        }
+        limits
     }
 
     /// Where files live (default: a [`StateBackend`]).
@@ -393,6 +427,10 @@ impl DeepAgentBuilder {
             .middleware(setup)
             .middleware(PromptMiddleware)
             .middleware(turn_guard);
+        if self.depth == 0 && has_task {
+            // One set of subagent limits per run, reaching nested subagents too.
+            b = b.middleware(RunLimitsSetup(self.subagent_limits()));
+        }
         let [compress_setup, offload, compress_chat] = match &compression {
             Some(c) => c.middleware().map(Some),
             None => [None, None, None],
@@ -418,6 +456,11 @@ impl DeepAgentBuilder {
         if let Some(chat) = compress_chat {
             // Last, so it counts and compacts the request exactly as it is sent.
             b = b.middleware(chat);
+        }
+        if self.depth > 0 {
+            // Innermost, so every call that reaches the model (retries after compaction too)
+            // takes one from the run's subagent budget.
+            b = b.middleware(SubagentCallBudget);
         }
         Ok(b.build())
     }
@@ -488,6 +531,8 @@ impl DeepAgentBuilder {
                 subagents: self.subagents.clone(),
                 general_purpose: self.general_purpose,
                 max_subagent_depth: self.max_subagent_depth,
+                max_concurrent_subagents: self.max_concurrent_subagents,
+                max_subagent_model_calls: self.max_subagent_model_calls,
                 backend: Some(Arc::clone(backend)),
                 store: self.store.clone(),
                 context: None,
@@ -504,7 +549,9 @@ impl DeepAgentBuilder {
             };
             built.push((spec.name.clone(), spec.description.clone(), child.build()?));
         }
-        Ok(Some(TaskTool::new(built)))
+        Ok(Some(
+            TaskTool::new(built).with_limits(self.subagent_limits()),
+        ))
     }
 }
 

@@ -19,16 +19,40 @@
 //! Subagents get their own `task` tool while their depth is below the builder's
 //! `max_subagent_depth` (default 1: subagents do not delegate further, as in the Python
 //! reference; raise it to allow deeper delegation).
+//!
+//! # Limits
+//! One model reply can hold hundreds of `task` calls, so a run's subagents are bounded as a
+//! whole ([`SubagentLimits`], set on the builder with
+//! [`max_concurrent_subagents`](crate::DeepAgentBuilder::max_concurrent_subagents) and
+//! [`max_subagent_model_calls`](crate::DeepAgentBuilder::max_subagent_model_calls)). The state
+//! is created once per run of the top agent and reaches every subagent, nested ones included,
+//! through the run's extensions:
+//! - **Concurrency**: a semaphore of `max_concurrent` permits (default
+//!   [`DEFAULT_MAX_CONCURRENT_SUBAGENTS`]). A subagent holds a permit while it works; further
+//!   `task` calls wait for one. A subagent that is itself waiting for its own nested `task`
+//!   calls lends its permit back while it waits (and takes one again before it goes on), so
+//!   nesting cannot deadlock: at most `max_concurrent` subagents are *active* at once, and
+//!   the waiting ones are bounded by the nesting depth.
+//! - **Model calls**: a budget of `max_model_calls` model calls for all subagents of the run
+//!   together (default [`DEFAULT_MODEL_CALLS_PER_ITERATION`] × the top agent's
+//!   `max_iterations`). Every model call of a subagent takes one; the top agent's own calls are
+//!   bounded by its `max_iterations` and are not counted. When the budget is spent, a running
+//!   subagent's next model call fails and the subagent stops (what it wrote is kept), and every
+//!   further `task` call returns an `Error: …` result saying so at once. A run therefore makes
+//!   at most `max_iterations + 1 + max_model_calls` model calls in all.
 
 use std::collections::BTreeMap;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex};
 
 use cairn_core::{
-    Agent, AgentSession, BoxFuture, FunctionInvocationContext, SharedTool, Tool, ToolError,
-    ToolOutput, ToolSpec,
+    Agent, AgentContext, AgentSession, BoxFuture, ChatContext, FunctionInvocationContext,
+    Middleware, Next, SharedTool, Tool, ToolError, ToolOutput, ToolSpec,
 };
 use schemars::JsonSchema;
 use serde::Deserialize;
 use serde_json::{Map, Value};
+use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 
 use crate::model::ModelChoice;
 
@@ -173,10 +197,192 @@ struct TaskArgs {
     subagent_type: String,
 }
 
+/// Default for [`SubagentLimits::max_concurrent`].
+pub const DEFAULT_MAX_CONCURRENT_SUBAGENTS: usize = 4;
+
+/// The default budget of subagent model calls per run is this many times the top agent's
+/// `max_iterations` (400 for the default 40).
+pub const DEFAULT_MODEL_CALLS_PER_ITERATION: usize = 10;
+
+/// Bounds on all subagents of one run, nested ones included (see [Limits](self#limits)).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct SubagentLimits {
+    /// The most subagents working at once (at least 1).
+    pub max_concurrent: usize,
+    /// The most model calls all subagents of a run may make together.
+    pub max_model_calls: usize,
+}
+
+impl SubagentLimits {
+    /// The defaults for a top agent with `max_iterations`: [`DEFAULT_MAX_CONCURRENT_SUBAGENTS`]
+    /// at once, [`DEFAULT_MODEL_CALLS_PER_ITERATION`] × `max_iterations` model calls.
+    pub fn for_iterations(max_iterations: usize) -> Self {
+        SubagentLimits {
+            max_concurrent: DEFAULT_MAX_CONCURRENT_SUBAGENTS,
+            max_model_calls: max_iterations.saturating_mul(DEFAULT_MODEL_CALLS_PER_ITERATION),
+        }
+    }
+}
+
+impl Default for SubagentLimits {
+    fn default() -> Self {
+        Self::for_iterations(cairn_core::LoopConfig::default().max_iterations)
+    }
+}
+
+/// What `task` and a stopped subagent say once the budget is spent.
+const BUDGET_SPENT: &str = "the subagents of this run have used up their budget of";
+
+/// The subagent limits of one run: the permits and the model-call budget, shared by every
+/// subagent of the run through its extensions.
+struct RunLimits {
+    limits: SubagentLimits,
+    permits: Arc<Semaphore>,
+    calls: AtomicUsize,
+}
+
+impl RunLimits {
+    fn new(limits: SubagentLimits) -> Arc<Self> {
+        Arc::new(RunLimits {
+            limits,
+            permits: Arc::new(Semaphore::new(limits.max_concurrent.max(1))),
+            calls: AtomicUsize::new(0),
+        })
+    }
+
+    /// Takes one model call from the budget; false when it is spent.
+    fn take_call(&self) -> bool {
+        let max = self.limits.max_model_calls;
+        self.calls
+            .fetch_update(Ordering::AcqRel, Ordering::Acquire, |n| {
+                (n < max).then_some(n + 1)
+            })
+            .is_ok()
+    }
+
+    fn spent(&self) -> bool {
+        self.calls.load(Ordering::Acquire) >= self.limits.max_model_calls
+    }
+
+    fn spent_message(&self) -> String {
+        format!("{BUDGET_SPENT} {} model calls", self.limits.max_model_calls)
+    }
+}
+
+/// Agent middleware of the top agent: gives each run its own [`RunLimits`] (kept when the run
+/// already carries one, e.g. a deep agent run as a tool of another).
+pub(crate) struct RunLimitsSetup(pub(crate) SubagentLimits);
+
+impl Middleware<AgentContext> for RunLimitsSetup {
+    fn process(
+        &self,
+        mut ctx: AgentContext,
+        next: Next<AgentContext>,
+    ) -> BoxFuture<'static, cairn_core::Result<AgentContext>> {
+        if ctx.extensions.get::<RunLimits>().is_none() {
+            ctx.extensions.insert_arc(RunLimits::new(self.0));
+        }
+        next.run(ctx)
+    }
+}
+
+/// Chat middleware of subagents: each model call takes one from the run's budget; when it is
+/// spent the call fails, which stops the subagent.
+pub(crate) struct SubagentCallBudget;
+
+impl Middleware<ChatContext> for SubagentCallBudget {
+    fn process(
+        &self,
+        ctx: ChatContext,
+        next: Next<ChatContext>,
+    ) -> BoxFuture<'static, cairn_core::Result<ChatContext>> {
+        if let Some(limits) = ctx.extensions.get::<RunLimits>()
+            && !limits.take_call()
+        {
+            let message = limits.spent_message();
+            return Box::pin(async move { Err(cairn_core::Error::middleware(message)) });
+        }
+        next.run(ctx)
+    }
+}
+
+/// The permit of one running subagent, in its run's extensions so its own `task` calls can
+/// lend the permit back while they wait.
+struct SubagentSlot {
+    limits: Arc<RunLimits>,
+    state: Mutex<SlotState>,
+}
+
+struct SlotState {
+    permit: Option<OwnedSemaphorePermit>,
+    /// Nested `task` calls of this subagent in progress.
+    waiting: usize,
+}
+
+impl SubagentSlot {
+    fn lock(&self) -> std::sync::MutexGuard<'_, SlotState> {
+        // Each critical section only swaps a permit or a counter: a poisoned state is usable.
+        self.state
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+    }
+
+    /// Gives the permit back for good (the subagent finished).
+    fn release(&self) {
+        self.lock().permit = None;
+    }
+}
+
+/// A nested `task` call in progress: its caller's permit is lent back until the last of its
+/// nested calls ends.
+struct Suspension(Option<Arc<SubagentSlot>>);
+
+impl Suspension {
+    fn new(slot: Arc<SubagentSlot>) -> Self {
+        let mut s = slot.lock();
+        s.waiting += 1;
+        s.permit = None;
+        drop(s);
+        Suspension(Some(slot))
+    }
+
+    /// Ends the wait; the last nested call to end takes a permit again for the caller.
+    async fn resume(mut self) {
+        let Some(slot) = self.0.take() else { return };
+        {
+            let mut s = slot.lock();
+            s.waiting -= 1;
+            if s.waiting > 0 || s.permit.is_some() {
+                return;
+            }
+        }
+        let Ok(permit) = Arc::clone(&slot.limits.permits).acquire_owned().await else {
+            return;
+        };
+        let mut s = slot.lock();
+        // Another nested call may have started meanwhile: then the caller still waits.
+        if s.waiting == 0 && s.permit.is_none() {
+            s.permit = Some(permit);
+        }
+    }
+}
+
+impl Drop for Suspension {
+    fn drop(&mut self) {
+        // Cancelled before `resume`: only the count is restored.
+        if let Some(slot) = self.0.take() {
+            slot.lock().waiting -= 1;
+        }
+    }
+}
+
 /// The `task` tool.
 pub struct TaskTool {
     spec: ToolSpec,
     agents: BTreeMap<String, Agent>,
+    /// Used by runs that carry no limits of their own (a `TaskTool` on a plain agent without
+    /// the deep agent's setup): then the bounds hold per tool instead of per run.
+    fallback: Arc<RunLimits>,
 }
 
 impl TaskTool {
@@ -197,7 +403,16 @@ impl TaskTool {
         TaskTool {
             spec,
             agents: agents.into_iter().map(|(n, _, a)| (n, a)).collect(),
+            fallback: RunLimits::new(SubagentLimits::default()),
         }
+    }
+
+    /// The limits used when a run carries none of its own (a `TaskTool` on a plain agent; a
+    /// deep agent gives each run its own). Only subagents built by
+    /// [`DeepAgent`](crate::DeepAgent) count their model calls.
+    pub fn with_limits(mut self, limits: SubagentLimits) -> Self {
+        self.fallback = RunLimits::new(limits);
+        self
     }
 
     /// The names of the subagents it can launch.
@@ -215,6 +430,45 @@ impl TaskTool {
                 allowed.join(", ")
             )));
         };
+        let limits = ctx
+            .extensions
+            .get_arc::<RunLimits>()
+            .unwrap_or_else(|| Arc::clone(&self.fallback));
+        let spent = |limits: &RunLimits| {
+            ToolOutput::error(format!(
+                "Error: {}; no more subagents can run. Do the rest yourself with your own tools, or answer with what you have.",
+                limits.spent_message()
+            ))
+        };
+        if limits.spent() {
+            return Ok(spent(&limits));
+        }
+        // A subagent calling `task` lends its own permit back while it waits for this one.
+        let suspension = ctx
+            .extensions
+            .get_arc::<SubagentSlot>()
+            .map(Suspension::new);
+        let Ok(permit) = Arc::clone(&limits.permits).acquire_owned().await else {
+            return Err(ToolError::failed("the subagent limits are closed"));
+        };
+        if limits.spent() {
+            drop(permit);
+            if let Some(s) = suspension {
+                s.resume().await;
+            }
+            return Ok(spent(&limits));
+        }
+        let slot = Arc::new(SubagentSlot {
+            limits: Arc::clone(&limits),
+            state: Mutex::new(SlotState {
+                permit: Some(permit),
+                waiting: 0,
+            }),
+        });
+        let mut extensions = ctx.extensions.clone();
+        extensions.insert_arc(Arc::clone(&limits));
+        extensions.insert_arc(Arc::clone(&slot));
+
         let before = ctx
             .session
             .as_ref()
@@ -233,7 +487,7 @@ impl TaskTool {
             .run(args.description)
             .session(&child)
             .function_invocation_kwargs(ctx.kwargs.clone())
-            .extensions(&ctx.extensions);
+            .extensions(&extensions);
         if let Some(sink) = &ctx.updates {
             req = req.updates(sink.nested(
                 format!("{}:{}", args.subagent_type, ctx.call_id),
@@ -241,13 +495,25 @@ impl TaskTool {
             ));
         }
         let result = req.await;
+        slot.release();
+        drop(extensions);
+        if let Some(s) = suspension {
+            s.resume().await;
+        }
         // Merge what the subagent changed even when it failed part-way: its files are real.
         if let Some(parent) = &ctx.session {
             let after = child.state().snapshot();
             parent.state().with(|m| merge_changes(m, &copied, &after));
         }
-        let response =
-            result.map_err(|e| ToolError::failed(format!("the subagent failed: {e}")))?;
+        let response = match result {
+            Ok(r) => r,
+            Err(cairn_core::Error::Middleware(m)) if m.starts_with(BUDGET_SPENT) => {
+                return Ok(ToolOutput::error(format!(
+                    "Error: the subagent was stopped: {m}. What it wrote so far is kept. Do the rest yourself with your own tools, or answer with what you have."
+                )));
+            }
+            Err(e) => return Err(ToolError::failed(format!("the subagent failed: {e}"))),
+        };
         Ok(ToolOutput::text(response.last_text().unwrap_or_else(
             || "(The subagent finished without a report.)".to_owned(),
         )))

@@ -26,13 +26,15 @@ mod composite;
 mod filesystem;
 pub(crate) mod search;
 mod shell;
+pub mod supervise;
 mod state;
 mod store;
 pub(crate) mod virtual_fs;
 
 pub use composite::CompositeBackend;
 pub use filesystem::FilesystemBackend;
-pub use shell::{LocalShellBackend, ShellConfig};
+pub use shell::{LocalShellBackend, ShellConfig, terminate_all_commands};
+pub use supervise::{SUPERVISE_ARG, Supervisor, supervise_main};
 pub use state::{FILES_KEY, FileData, StateBackend};
 pub use store::StoreBackend;
 

@@ -1,17 +1,30 @@
 //! [`LocalShellBackend`]: a [`FilesystemBackend`] that also runs shell commands on the host.
+//!
+//! How a command's processes are stopped (process groups, the optional supervisor, what
+//! happens when cairn itself is killed) is described in [`supervise`](super::supervise).
 
 use std::path::Path;
-use std::process::Stdio;
+use std::process::{ExitStatus, Stdio};
+use std::sync::Mutex;
 use std::time::Duration;
 
 use cairn_core::BoxFuture;
 use tokio::io::{AsyncRead, AsyncReadExt};
+use tokio::process::Child;
 
+use super::supervise::Supervisor;
 use super::{
     Backend, BackendRuntime, ExecOutput, Executor, FileInfo, FilesystemBackend, GrepQuery,
     GrepResult,
 };
 use crate::error::BackendError;
+
+/// How long output is still read after the command's shell exited, for pipes held open by a
+/// process that escaped the kill (a `setsid` child without a supervisor).
+const OUTPUT_GRACE: Duration = Duration::from_millis(500);
+
+/// How long a timed-out command's processes are waited for after the kill.
+const STOP_WAIT: Duration = Duration::from_secs(5);
 
 /// How [`LocalShellBackend`] runs commands.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -26,6 +39,11 @@ pub struct ShellConfig {
     pub inherit_env: bool,
     /// Variables set for every command (after `inherit_env`).
     pub env: Vec<(String, String)>,
+    /// Run each command under this supervisor process (default none), so that everything the
+    /// command starts dies with it, `setsid` children included, even when the host process is
+    /// killed. See [`supervise`](super::supervise). If the supervisor cannot be started, the
+    /// command runs without one (and a warning is logged).
+    pub supervisor: Option<Supervisor>,
 }
 
 impl Default for ShellConfig {
@@ -36,14 +54,23 @@ impl Default for ShellConfig {
             max_output_bytes: 100_000,
             inherit_env: false,
             env: Vec::new(),
+            supervisor: None,
         }
     }
 }
 
 /// Files in a host directory (a [`FilesystemBackend`]) plus `execute`: commands run with
 /// `/bin/sh -c` in the root directory, no stdin, an empty environment unless configured, a
-/// timeout (the whole process group is killed), and an output cap. The result is stdout, then
-/// stderr lines prefixed `[stderr] `, and the exit code.
+/// timeout, and an output cap. The result is stdout, then stderr lines prefixed `[stderr] `, and
+/// the exit code.
+///
+/// A command runs in a process group of its own. It is over when its shell exits: what it left
+/// running in the background is killed then, and its output is returned (so
+/// `sleep 1000 & echo started` answers `started` at once). On timeout, or when the call is
+/// cancelled (its future dropped), the command's whole process tree is killed with the `kill`
+/// system call. [`terminate_all_commands`] stops every command still running, for a host that
+/// is about to exit. With a [`ShellConfig::supervisor`], `setsid` children are caught too, and
+/// commands die even when the host is killed with `SIGKILL`; see [`supervise`](super::supervise).
 ///
 /// This is **not a sandbox**: a command can reach anything the host user can. The path checks
 /// of the file operations do not apply to commands.
@@ -92,6 +119,12 @@ impl LocalShellBackend {
         self
     }
 
+    /// Runs commands under `supervisor` (see [`ShellConfig::supervisor`]).
+    pub fn supervisor(mut self, supervisor: Supervisor) -> Self {
+        self.config.supervisor = Some(supervisor);
+        self
+    }
+
     /// The config.
     pub fn config(&self) -> &ShellConfig {
         &self.config
@@ -102,39 +135,70 @@ impl LocalShellBackend {
         &self.fs
     }
 
-    async fn run(&self, command: &str, timeout: Duration) -> Result<ExecOutput, BackendError> {
-        let mut cmd = tokio::process::Command::new("/bin/sh");
+    fn command(&self, supervisor: Option<&Supervisor>, command: &str) -> tokio::process::Command {
+        let mut cmd = match supervisor {
+            Some(s) => {
+                let mut c = tokio::process::Command::new(&s.program);
+                c.args(&s.args).arg("/bin/sh");
+                c
+            }
+            None => tokio::process::Command::new("/bin/sh"),
+        };
         cmd.arg("-c")
             .arg(command)
             .current_dir(self.fs.root())
-            .stdin(Stdio::null())
+            // A supervisor's stdin is the pipe that tells it to stop; only we hold its write end.
+            .stdin(if supervisor.is_some() {
+                Stdio::piped()
+            } else {
+                Stdio::null()
+            })
             .stdout(Stdio::piped())
             .stderr(Stdio::piped())
-            .kill_on_drop(true);
+            // Killing a supervisor would orphan the command; it is stopped by closing its stdin.
+            .kill_on_drop(supervisor.is_none());
         if !self.config.inherit_env {
             cmd.env_clear();
         }
         cmd.envs(self.config.env.iter().map(|(k, v)| (k, v)));
         #[cfg(unix)]
         cmd.process_group(0);
-        let mut child = cmd.spawn()?;
-        let pid = child.id();
+        cmd
+    }
+
+    fn spawn(&self, command: &str) -> Result<Running, BackendError> {
+        if let Some(sup) = &self.config.supervisor {
+            match self.command(Some(sup), command).spawn() {
+                Ok(mut child) => {
+                    let stop = child.stdin.take();
+                    let tree = child.id().map(|pid| Tree::Supervised { pid, _stop: stop });
+                    return Running::register(child, tree);
+                }
+                Err(e) => tracing::warn!(
+                    supervisor = %sup.program.display(),
+                    error = %e,
+                    "cannot start the command supervisor; running the command without it"
+                ),
+            }
+        }
+        let child = self.command(None, command).spawn()?;
+        let tree = child.id().map(Tree::Group);
+        Running::register(child, tree)
+    }
+
+    async fn run(&self, command: &str, timeout: Duration) -> Result<ExecOutput, BackendError> {
+        let mut running = self.spawn(command)?;
         let cap = self.config.max_output_bytes;
-        let stdout = child.stdout.take();
-        let stderr = child.stderr.take();
-        let work = async {
-            let (out, err, status) = tokio::join!(
-                read_capped(stdout, cap),
-                read_capped(stderr, cap),
-                child.wait()
-            );
-            Ok::<_, std::io::Error>((out?, err?, status?))
-        };
+        let stdout = running.child.stdout.take();
+        let stderr = running.child.stderr.take();
+        let mut out = Capture::default();
+        let mut err = Capture::default();
+        let work = collect(&mut running, stdout, stderr, &mut out, &mut err, cap);
         match tokio::time::timeout(timeout, work).await {
-            Ok(Ok(((out, out_total), (err, err_total), status))) => {
-                let mut text = String::from_utf8_lossy(&out).into_owned();
-                let err = String::from_utf8_lossy(&err);
-                for line in err.lines() {
+            Ok(Ok(status)) => {
+                let mut text = String::from_utf8_lossy(&out.kept).into_owned();
+                let err_text = String::from_utf8_lossy(&err.kept);
+                for line in err_text.lines() {
                     if !text.is_empty() && !text.ends_with('\n') {
                         text.push('\n');
                     }
@@ -142,8 +206,8 @@ impl LocalShellBackend {
                     text.push_str(line);
                     text.push('\n');
                 }
-                let total = out_total + err_total;
-                let mut truncated = out_total > out.len() || err_total > err.len();
+                let total = out.total + err.total;
+                let mut truncated = out.total > out.kept.len() || err.total > err.kept.len();
                 if text.len() > cap {
                     let mut cut = cap;
                     while !text.is_char_boundary(cut) {
@@ -168,7 +232,7 @@ impl LocalShellBackend {
             }
             Ok(Err(e)) => Err(BackendError::Io(e)),
             Err(_) => {
-                kill_group(pid);
+                running.stop_and_wait().await;
                 Err(BackendError::Timeout {
                     secs: timeout.as_secs(),
                 })
@@ -177,41 +241,251 @@ impl LocalShellBackend {
     }
 }
 
-/// Kills the process group of the timed-out shell, so its children die with it.
-fn kill_group(pid: Option<u32>) {
-    #[cfg(unix)]
-    if let Some(pid) = pid {
-        let _ = std::process::Command::new("kill")
-            .args(["-KILL", "--", &format!("-{pid}")])
-            .stdout(Stdio::null())
-            .stderr(Stdio::null())
-            .status();
+/// Runs the command to the end of its shell: reads both pipes while waiting for the shell (or
+/// its supervisor) to exit, then kills what the command left running and reads what is left of
+/// the output for at most [`OUTPUT_GRACE`].
+async fn collect(
+    running: &mut Running,
+    stdout: Option<impl AsyncRead + Unpin>,
+    stderr: Option<impl AsyncRead + Unpin>,
+    out: &mut Capture,
+    err: &mut Capture,
+    cap: usize,
+) -> std::io::Result<ExitStatus> {
+    let reads = async {
+        tokio::try_join!(read_capped(stdout, out, cap), read_capped(stderr, err, cap)).map(|_| ())
+    };
+    tokio::pin!(reads);
+    let mut read: Option<std::io::Result<()>> = None;
+    let status = loop {
+        tokio::select! {
+            status = running.child.wait() => break status?,
+            r = &mut reads, if read.is_none() => read = Some(r),
+        }
+    };
+    running.exited();
+    if read.is_none()
+        && let Ok(r) = tokio::time::timeout(OUTPUT_GRACE, &mut reads).await
+    {
+        read = Some(r);
     }
-    #[cfg(not(unix))]
-    let _ = pid;
+    if let Some(Err(e)) = read {
+        return Err(e);
+    }
+    Ok(status)
 }
 
-/// Reads all of `r`, keeping the first `cap` bytes; returns them and the total size.
+/// What was read from one pipe: the first `cap` bytes and the total size.
+#[derive(Default)]
+struct Capture {
+    kept: Vec<u8>,
+    total: usize,
+}
+
+/// Reads all of `r` into `into`, keeping the first `cap` bytes.
 async fn read_capped(
     r: Option<impl AsyncRead + Unpin>,
+    into: &mut Capture,
     cap: usize,
-) -> std::io::Result<(Vec<u8>, usize)> {
+) -> std::io::Result<()> {
     let Some(mut r) = r else {
-        return Ok((Vec::new(), 0));
+        return Ok(());
     };
-    let mut kept = Vec::new();
-    let mut total = 0usize;
     let mut buf = [0u8; 8192];
     loop {
         let n = r.read(&mut buf).await?;
         if n == 0 {
-            break;
+            return Ok(());
         }
-        total += n;
-        let room = cap.saturating_sub(kept.len());
-        kept.extend_from_slice(&buf[..n.min(room)]);
+        into.total += n;
+        let room = cap.saturating_sub(into.kept.len());
+        into.kept.extend_from_slice(&buf[..n.min(room)]);
     }
-    Ok((kept, total))
+}
+
+/// The processes of one running command, as the registry of live commands knows them.
+enum Tree {
+    /// The shell itself, leader of its own process group (no supervisor).
+    Group(u32),
+    /// A supervisor, in a process group of its own; dropping `_stop` (the write end of its
+    /// stdin) tells it to kill the command's tree.
+    Supervised {
+        pid: u32,
+        _stop: Option<tokio::process::ChildStdin>,
+    },
+}
+
+impl Tree {
+    /// Kills the command's processes now; returns the pids to wait for. `exited` says the
+    /// direct child was already reaped (its pid may no longer be ours to signal).
+    fn stop(self, exited: bool) -> Vec<i32> {
+        #[cfg(unix)]
+        {
+            use super::supervise::tree;
+            match self {
+                Tree::Group(pid) => {
+                    let Some(group) = tree::pid(pid) else {
+                        return Vec::new();
+                    };
+                    if exited {
+                        tree::kill_group(group);
+                        return Vec::new();
+                    }
+                    // Descendants first, while their parent links still lead to the shell.
+                    let mut found = tree::descendants(group.as_raw_pid());
+                    tree::kill_group(group);
+                    tree::kill(group.as_raw_pid());
+                    for p in &found {
+                        tree::kill(*p);
+                    }
+                    found.push(group.as_raw_pid());
+                    found
+                }
+                Tree::Supervised { pid, _stop } => {
+                    drop(_stop);
+                    let Some(sup) = tree::pid(pid).filter(|_| !exited) else {
+                        return Vec::new();
+                    };
+                    // The supervisor kills the tree when its stdin closes; kill what we can
+                    // see from here too, so the kill does not depend on it alone.
+                    let mut found = tree::descendants(sup.as_raw_pid());
+                    for p in &found {
+                        tree::kill(*p);
+                    }
+                    found.push(sup.as_raw_pid());
+                    found
+                }
+            }
+        }
+        #[cfg(not(unix))]
+        {
+            let _ = (self, exited);
+            Vec::new()
+        }
+    }
+}
+
+#[derive(Default)]
+struct Registry {
+    next: u64,
+    live: std::collections::BTreeMap<u64, (Tree, bool)>,
+    closing: bool,
+}
+
+/// Every command running in this process, so a host can stop them all before it exits.
+static LIVE: Mutex<Registry> = Mutex::new(Registry {
+    next: 0,
+    live: std::collections::BTreeMap::new(),
+    closing: false,
+});
+
+fn registry() -> std::sync::MutexGuard<'static, Registry> {
+    // Every critical section is a single map operation: a poisoned registry is still consistent.
+    LIVE.lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner)
+}
+
+/// A spawned command, registered as live until it is dropped. Dropping it before the command
+/// finished (a cancelled call) kills the command's tree.
+struct Running {
+    child: Child,
+    id: Option<u64>,
+}
+
+impl Running {
+    fn register(child: Child, tree: Option<Tree>) -> Result<Running, BackendError> {
+        let Some(tree) = tree else {
+            return Ok(Running { child, id: None });
+        };
+        let mut reg = registry();
+        if reg.closing {
+            drop(reg);
+            tree.stop(false);
+            return Err(BackendError::Other(
+                "the program is shutting down; the command was stopped".into(),
+            ));
+        }
+        let id = reg.next;
+        reg.next += 1;
+        reg.live.insert(id, (tree, false));
+        Ok(Running {
+            child,
+            id: Some(id),
+        })
+    }
+
+    /// The shell (or its supervisor) exited and was reaped: without a supervisor, kill what is
+    /// left of its process group now.
+    fn exited(&mut self) {
+        let Some(id) = self.id else { return };
+        let mut reg = registry();
+        if let Some(entry) = reg.live.get_mut(&id) {
+            entry.1 = true;
+            if let Tree::Group(pid) = entry.0 {
+                drop(reg);
+                #[cfg(unix)]
+                if let Some(group) = super::supervise::tree::pid(pid) {
+                    super::supervise::tree::kill_group(group);
+                }
+                #[cfg(not(unix))]
+                let _ = pid;
+            }
+        }
+    }
+
+    /// Kills the command's tree (it is no longer live).
+    fn stop(&mut self) -> Vec<i32> {
+        let Some(id) = self.id.take() else {
+            return Vec::new();
+        };
+        let entry = registry().live.remove(&id);
+        match entry {
+            Some((tree, exited)) => tree.stop(exited),
+            None => Vec::new(),
+        }
+    }
+
+    /// Kills the command's tree and waits (at most [`STOP_WAIT`]) for its direct child to end:
+    /// the shell, or the supervisor once it has killed and reaped the tree. (A supervisor is
+    /// never killed itself: that would orphan what it has not killed yet.)
+    async fn stop_and_wait(&mut self) {
+        self.stop();
+        let _ = tokio::time::timeout(STOP_WAIT, self.child.wait()).await;
+    }
+}
+
+impl Drop for Running {
+    fn drop(&mut self) {
+        // Runs before `child` is dropped, while the shell's descendants still point at it.
+        self.stop();
+    }
+}
+
+/// Stops every command still running in this process (their whole trees) and waits up to
+/// `wait` for them to be gone; returns how many there were. Commands started afterwards are
+/// stopped at once with an error, so call this only when the process is about to exit (on
+/// Ctrl-C, `SIGTERM`, or at the end of `main`).
+pub fn terminate_all_commands(wait: Duration) -> usize {
+    let entries: Vec<(Tree, bool)> = {
+        let mut reg = registry();
+        reg.closing = true;
+        std::mem::take(&mut reg.live).into_values().collect()
+    };
+    let count = entries.len();
+    let mut pids = Vec::new();
+    for (tree, exited) in entries {
+        pids.extend(tree.stop(exited));
+    }
+    let deadline = std::time::Instant::now() + wait;
+    #[cfg(unix)]
+    while !pids.iter().all(|p| super::supervise::tree::exited(*p))
+        && std::time::Instant::now() < deadline
+    {
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    #[cfg(not(unix))]
+    let _ = (pids, deadline);
+    count
 }
 
 impl Executor for LocalShellBackend {
