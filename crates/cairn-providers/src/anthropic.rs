@@ -60,14 +60,14 @@ use cairn_core::{
     ChatStream, Content, FinishReason, FunctionCall, Kwargs, Message, Role, ToolChoice,
     UpdateEvent, Usage,
 };
-use reqwest::header::HeaderMap;
+use reqwest::header::{HeaderMap, HeaderName};
 use serde::Deserialize;
 use serde_json::value::RawValue;
 use serde_json::{Map, Value, json};
 
 use crate::common::{
-    Settings, arguments_object, client_extras, config_error, env_nonempty, finish_body,
-    parse_data_uri, result_parts, settings_methods,
+    Lookup, Settings, arguments_object, client_extras, config_error, finish_body, parse_data_uri,
+    process_env, result_parts, settings_methods,
 };
 use crate::openai::endpoint::{Endpoint, Target};
 use crate::openai::wire::{decode_error, event_error, nullable, status_error};
@@ -100,20 +100,29 @@ impl Default for AnthropicClientBuilder {
 
 impl AnthropicClientBuilder {
     /// A builder with the defaults: `https://api.anthropic.com`, version `2023-06-01`,
-    /// `max_tokens` 4096, a 600 s timeout, 2 retries, no key.
+    /// `max_tokens` 4096, the [`HttpOptions`](crate::HttpOptions) defaults, 2 retries, no key.
     pub fn new() -> Self {
         Self::default()
     }
 
     /// A builder filled from the environment: `ANTHROPIC_API_KEY`, `ANTHROPIC_BASE_URL`
-    /// (default `https://api.anthropic.com`) and `ANTHROPIC_MODEL`.
+    /// (default `https://api.anthropic.com`), `ANTHROPIC_MODEL`, and the timeouts
+    /// `CAIRN_CONNECT_TIMEOUT`, `CAIRN_TIMEOUT`, `CAIRN_IDLE_TIMEOUT` (seconds; an invalid one
+    /// makes [`build`](Self::build) fail).
     pub fn from_env() -> Self {
+        Self::from_lookup(process_env)
+    }
+
+    /// Like [`from_env`](Self::from_env), reading the variables through `lookup`.
+    pub fn from_lookup(lookup: impl Fn(&str) -> Option<String>) -> Self {
+        let lookup: Lookup<'_> = &lookup;
         let mut b = Self::default();
-        b.settings.api_key = env_nonempty("ANTHROPIC_API_KEY").map(ApiKey::new);
-        b.settings.model = env_nonempty("ANTHROPIC_MODEL");
-        if let Some(u) = env_nonempty("ANTHROPIC_BASE_URL") {
+        b.settings.api_key = Settings::var(lookup, "ANTHROPIC_API_KEY").map(ApiKey::new);
+        b.settings.model = Settings::var(lookup, "ANTHROPIC_MODEL");
+        if let Some(u) = Settings::var(lookup, "ANTHROPIC_BASE_URL") {
             b.settings.base_url = u;
         }
+        b.settings.apply_env(lookup);
         b
     }
 
@@ -134,9 +143,10 @@ impl AnthropicClientBuilder {
     /// Builds the client. Fails with [`ChatErrorKind::Config`] on an invalid base URL or
     /// header.
     pub fn build(mut self) -> Result<AnthropicClient, ChatError> {
-        let endpoint = self
-            .settings
-            .endpoint("x-api-key", &[("anthropic-version".into(), self.version)])?;
+        let endpoint = self.settings.endpoint(
+            |k| (HeaderName::from_static("x-api-key"), k.to_owned()),
+            &[("anthropic-version".into(), self.version)],
+        )?;
         let messages = endpoint.target("v1/messages")?;
         Ok(AnthropicClient {
             inner: Arc::new(Inner {
@@ -168,10 +178,10 @@ impl fmt::Debug for AnthropicClient {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         let i = &self.inner;
         f.debug_struct("AnthropicClient")
-            .field("base_url", &i.endpoint.base_url)
+            .field("base_url", &i.endpoint.display_url)
             .field("model", &i.model)
             .field("api_key", &i.api_key)
-            .field("timeout", &i.endpoint.timeout)
+            .field("http", &i.endpoint.options)
             .field("retry", &i.endpoint.retry)
             .finish()
     }
@@ -199,7 +209,8 @@ impl AnthropicClient {
         self.inner.model.as_deref()
     }
 
-    /// The API root.
+    /// The API root as configured (with any `user:password@` in it; show it through
+    /// [`redact_url`](crate::redact_url)).
     pub fn base_url(&self) -> &str {
         &self.inner.endpoint.base_url
     }
@@ -817,7 +828,12 @@ impl ChatClient for AnthropicClient {
         _function_invocation_kwargs: &'a Kwargs,
         client_kwargs: &'a Kwargs,
     ) -> BoxFuture<'a, Result<ChatResponse, ChatError>> {
-        Box::pin(self.inner.complete(messages, options, client_kwargs))
+        Box::pin(async move {
+            self.inner
+                .complete(messages, options, client_kwargs)
+                .await
+                .map_err(|e| self.inner.endpoint.redact(e))
+        })
     }
 
     fn get_streaming_response<'a>(
@@ -828,7 +844,11 @@ impl ChatClient for AnthropicClient {
         client_kwargs: &'a Kwargs,
     ) -> ChatStream<'a> {
         let open = Box::pin(self.inner.open(messages, options, client_kwargs, true));
-        drive(open, AnthropicStreamDecoder::default())
+        drive(
+            open,
+            AnthropicStreamDecoder::default(),
+            Arc::clone(&self.inner.endpoint.redactor),
+        )
     }
 
     fn describe(&self) -> String {

@@ -1,32 +1,57 @@
-//! Pieces the Anthropic and Gemini clients share: builder settings, client-kwargs parsing and
-//! request-body helpers. (The transport, retries and SSE parsing live in [`crate::openai`] and
-//! are shared with it.)
+//! Pieces the provider clients share: builder settings (and the builder methods over them),
+//! client-kwargs parsing and request-body helpers. (The transport, retries and SSE parsing
+//! live in [`crate::openai`] and are shared with it; timeouts and caps in
+//! [`crate::http_options`]; redaction in [`crate::redact`].)
 
-use std::time::Duration;
+use std::fmt;
 
 use bytes::Bytes;
 use cairn_core::{ChatError, ChatErrorKind, Content, Kwargs};
 use reqwest::header::{HeaderMap, HeaderName, HeaderValue};
 use serde_json::{Map, Value};
 
+use crate::http_options::HttpOptions;
 use crate::openai::endpoint::{Endpoint, EndpointConfig};
 use crate::openai::{ApiKey, RetryPolicy};
+use crate::redact::redact_url;
 
-pub(crate) const DEFAULT_TIMEOUT: Duration = Duration::from_secs(600);
-pub(crate) const DEFAULT_CONNECT_TIMEOUT: Duration = Duration::from_secs(10);
+/// A variable lookup (the process environment, or a caller's own map).
+pub(crate) type Lookup<'a> = &'a dyn Fn(&str) -> Option<String>;
+
+/// The process environment as a [`Lookup`].
+pub(crate) fn process_env(name: &str) -> Option<String> {
+    std::env::var(name).ok()
+}
 
 /// The settings every HTTP provider builder holds.
-#[derive(Debug, Clone)]
+#[derive(Clone)]
 pub(crate) struct Settings {
     pub(crate) api_key: Option<ApiKey>,
     pub(crate) base_url: String,
     pub(crate) model: Option<String>,
-    pub(crate) timeout: Duration,
-    pub(crate) connect_timeout: Duration,
+    pub(crate) http: HttpOptions,
     pub(crate) retry: RetryPolicy,
     pub(crate) headers: Vec<(String, String)>,
-    pub(crate) http: Option<reqwest::Client>,
+    pub(crate) client: Option<reqwest::Client>,
     pub(crate) hyper_http1: bool,
+    /// An invalid `CAIRN_*` timeout variable seen by `from_env`; `build` fails with it.
+    pub(crate) env_error: Option<String>,
+}
+
+impl fmt::Debug for Settings {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let header_names: Vec<&str> = self.headers.iter().map(|(n, _)| n.as_str()).collect();
+        f.debug_struct("Settings")
+            .field("api_key", &self.api_key)
+            .field("base_url", &redact_url(&self.base_url))
+            .field("model", &self.model)
+            .field("http", &self.http)
+            .field("retry", &self.retry)
+            .field("headers", &header_names)
+            .field("http_client", &self.client.is_some())
+            .field("hyper_http1", &self.hyper_http1)
+            .finish()
+    }
 }
 
 impl Settings {
@@ -35,36 +60,52 @@ impl Settings {
             api_key: None,
             base_url: base_url.to_owned(),
             model: None,
-            timeout: DEFAULT_TIMEOUT,
-            connect_timeout: DEFAULT_CONNECT_TIMEOUT,
+            http: HttpOptions::default(),
             retry: RetryPolicy::default(),
             headers: Vec::new(),
-            http: None,
+            client: None,
             hyper_http1: true,
+            env_error: None,
         }
     }
 
-    /// The endpoint, authenticating with the key in header `auth_header` (when there is a key).
+    /// Applies the `CAIRN_*` timeout variables `lookup` finds (an invalid one makes `build`
+    /// fail).
+    pub(crate) fn apply_env(&mut self, lookup: Lookup<'_>) {
+        if let Err(e) = self.http.apply_lookup(lookup) {
+            self.env_error = Some(e.message().to_owned());
+        }
+    }
+
+    /// `lookup(name)` unless empty or blank.
+    pub(crate) fn var(lookup: Lookup<'_>, name: &str) -> Option<String> {
+        lookup(name).filter(|v| !v.trim().is_empty())
+    }
+
+    /// The endpoint, authenticating with `auth` (header name, value) when there is a key.
     pub(crate) fn endpoint(
         &mut self,
-        auth_header: &'static str,
+        auth: impl FnOnce(&str) -> (HeaderName, String),
         extra: &[(String, String)],
     ) -> Result<Endpoint, ChatError> {
-        let auth = self
+        if let Some(e) = &self.env_error {
+            return Err(config_error(e.clone()));
+        }
+        let key = self
             .api_key
             .as_ref()
-            .filter(|k| !k.expose().is_empty())
-            .map(|k| (HeaderName::from_static(auth_header), k.expose().to_owned()));
+            .map(ApiKey::expose)
+            .filter(|k| !k.is_empty());
         let mut headers = extra.to_vec();
         headers.extend(self.headers.iter().cloned());
         Endpoint::new(EndpointConfig {
             base_url: &self.base_url,
-            auth,
+            key,
+            auth: key.map(auth),
             headers: &headers,
-            http: self.http.take(),
+            http: self.client.take(),
             hyper_http1: self.hyper_http1,
-            timeout: self.timeout,
-            connect_timeout: self.connect_timeout,
+            options: self.http,
             retry: self.retry,
         })
     }
@@ -73,13 +114,14 @@ impl Settings {
 /// Generates the builder methods backed by a `settings: Settings` field.
 macro_rules! settings_methods {
     ($key_header:literal) => {
-        #[doc = concat!("The API key (sent as `", $key_header, "`).")]
+        #[doc = concat!("The API key (sent as `", $key_header, "`). Without one no such header is sent, which suits local servers. It never appears in errors or `Debug` output.")]
         pub fn api_key(mut self, key: impl Into<$crate::openai::ApiKey>) -> Self {
             self.settings.api_key = Some(key.into());
             self
         }
 
-        /// The API root (the part before `/v1…`).
+        /// The API root (the part before the API paths). `user:password@` in it never appears
+        /// in errors or `Debug` output.
         pub fn base_url(mut self, url: impl Into<String>) -> Self {
             self.settings.base_url = url.into();
             self
@@ -91,16 +133,50 @@ macro_rules! settings_methods {
             self
         }
 
-        /// The longest silence tolerated from the server (over `reqwest` also the total time
-        /// of a non-streaming call). Default 600 s.
+        /// Sets both the first-byte and the idle timeout: the longest the server may stay
+        /// silent (see [`HttpOptions`](crate::HttpOptions)).
         pub fn timeout(mut self, timeout: std::time::Duration) -> Self {
-            self.settings.timeout = timeout;
+            self.settings.http.first_byte_timeout = timeout;
+            self.settings.http.idle_timeout = timeout;
             self
         }
 
-        /// The connect timeout. Default 10 s.
+        /// The connect timeout. Default 10 s (`CAIRN_CONNECT_TIMEOUT` in `from_env`).
         pub fn connect_timeout(mut self, timeout: std::time::Duration) -> Self {
-            self.settings.connect_timeout = timeout;
+            self.settings.http.connect_timeout = timeout;
+            self
+        }
+
+        /// The longest wait from sending a request to the response head. Default 300 s
+        /// (`CAIRN_TIMEOUT` in `from_env`).
+        pub fn first_byte_timeout(mut self, timeout: std::time::Duration) -> Self {
+            self.settings.http.first_byte_timeout = timeout;
+            self
+        }
+
+        /// The longest gap between two pieces of a response body. Default 120 s
+        /// (`CAIRN_IDLE_TIMEOUT` in `from_env`).
+        pub fn idle_timeout(mut self, timeout: std::time::Duration) -> Self {
+            self.settings.http.idle_timeout = timeout;
+            self
+        }
+
+        /// The largest non-streaming response body accepted. Default 32 MiB.
+        pub fn max_body_bytes(mut self, n: usize) -> Self {
+            self.settings.http.max_body_bytes = n;
+            self
+        }
+
+        /// The largest server-sent-events line (and event data) accepted. Default 8 MiB.
+        pub fn max_sse_event_bytes(mut self, n: usize) -> Self {
+            self.settings.http.max_sse_event_bytes = n;
+            self
+        }
+
+        /// All timeouts and caps at once (replacing any set before).
+        pub fn http_options(mut self, options: $crate::HttpOptions) -> Self {
+            self.settings.http = options;
+            self.settings.env_error = None;
             self
         }
 
@@ -116,15 +192,18 @@ macro_rules! settings_methods {
             self
         }
 
-        /// A header sent with every request (replaces cairn's own of the same name).
+        /// A header sent with every request (replaces cairn's own of the same name). Values of
+        /// headers whose names suggest a credential (`auth`, `key`, `token`, …) are redacted
+        /// from errors.
         pub fn header(mut self, name: impl Into<String>, value: impl Into<String>) -> Self {
             self.settings.headers.push((name.into(), value.into()));
             self
         }
 
-        /// Uses this `reqwest::Client` (to share a connection pool).
+        /// Uses this `reqwest::Client` (to share a connection pool). Its own timeouts apply as
+        /// well as the builder's.
         pub fn http_client(mut self, client: reqwest::Client) -> Self {
-            self.settings.http = Some(client);
+            self.settings.client = Some(client);
             self
         }
 
@@ -137,10 +216,6 @@ macro_rules! settings_methods {
     };
 }
 pub(crate) use settings_methods;
-
-pub(crate) fn env_nonempty(name: &str) -> Option<String> {
-    std::env::var(name).ok().filter(|v| !v.trim().is_empty())
-}
 
 pub(crate) fn config_error(m: impl Into<String>) -> ChatError {
     ChatError::new(ChatErrorKind::Config, m)

@@ -62,14 +62,14 @@ use cairn_core::{
     BoxFuture, ChatClient, ChatError, ChatOptions, ChatResponse, ChatResponseUpdate, ChatStream,
     Content, FinishReason, Kwargs, Message, Role, ToolChoice, UpdateEvent, Usage,
 };
-use reqwest::header::HeaderMap;
+use reqwest::header::{HeaderMap, HeaderName};
 use serde::Deserialize;
 use serde_json::value::RawValue;
 use serde_json::{Map, Value, json};
 
 use crate::common::{
-    Settings, arguments_object, client_extras, config_error, env_nonempty, finish_body,
-    parse_data_uri, result_parts, settings_methods,
+    Lookup, Settings, arguments_object, client_extras, config_error, finish_body, parse_data_uri,
+    process_env, result_parts, settings_methods,
 };
 use crate::openai::endpoint::Endpoint;
 use crate::openai::wire::{ApiError, decode_error, event_error, nullable, status_error};
@@ -93,8 +93,8 @@ impl Default for GeminiClientBuilder {
 }
 
 impl GeminiClientBuilder {
-    /// A builder with the defaults: `https://generativelanguage.googleapis.com`, a 600 s
-    /// timeout, 2 retries, no key.
+    /// A builder with the defaults: `https://generativelanguage.googleapis.com`, the
+    /// [`HttpOptions`](crate::HttpOptions) defaults, 2 retries, no key.
     pub fn new() -> Self {
         Self::default()
     }
@@ -102,15 +102,24 @@ impl GeminiClientBuilder {
     /// A builder filled from the environment: `GEMINI_API_KEY` (or `GOOGLE_API_KEY`),
     /// `GEMINI_BASE_URL` (default `https://generativelanguage.googleapis.com`) and
     /// `GEMINI_MODEL`.
+    /// Also reads the timeouts `CAIRN_CONNECT_TIMEOUT`, `CAIRN_TIMEOUT`,
+    /// `CAIRN_IDLE_TIMEOUT` (seconds; an invalid one makes [`build`](Self::build) fail).
     pub fn from_env() -> Self {
+        Self::from_lookup(process_env)
+    }
+
+    /// Like [`from_env`](Self::from_env), reading the variables through `lookup`.
+    pub fn from_lookup(lookup: impl Fn(&str) -> Option<String>) -> Self {
+        let lookup: Lookup<'_> = &lookup;
         let mut b = Self::default();
-        b.settings.api_key = env_nonempty("GEMINI_API_KEY")
-            .or_else(|| env_nonempty("GOOGLE_API_KEY"))
+        b.settings.api_key = Settings::var(lookup, "GEMINI_API_KEY")
+            .or_else(|| Settings::var(lookup, "GOOGLE_API_KEY"))
             .map(ApiKey::new);
-        b.settings.model = env_nonempty("GEMINI_MODEL");
-        if let Some(u) = env_nonempty("GEMINI_BASE_URL") {
+        b.settings.model = Settings::var(lookup, "GEMINI_MODEL");
+        if let Some(u) = Settings::var(lookup, "GEMINI_BASE_URL") {
             b.settings.base_url = u;
         }
+        b.settings.apply_env(lookup);
         b
     }
 
@@ -119,7 +128,10 @@ impl GeminiClientBuilder {
     /// Builds the client. Fails with [`ChatErrorKind::Config`](cairn_core::ChatErrorKind) on
     /// an invalid base URL or header.
     pub fn build(mut self) -> Result<GeminiClient, ChatError> {
-        let endpoint = self.settings.endpoint("x-goog-api-key", &[])?;
+        let endpoint = self.settings.endpoint(
+            |k| (HeaderName::from_static("x-goog-api-key"), k.to_owned()),
+            &[],
+        )?;
         Ok(GeminiClient {
             inner: Arc::new(Inner {
                 endpoint,
@@ -147,10 +159,10 @@ impl fmt::Debug for GeminiClient {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         let i = &self.inner;
         f.debug_struct("GeminiClient")
-            .field("base_url", &i.endpoint.base_url)
+            .field("base_url", &i.endpoint.display_url)
             .field("model", &i.model)
             .field("api_key", &i.api_key)
-            .field("timeout", &i.endpoint.timeout)
+            .field("http", &i.endpoint.options)
             .field("retry", &i.endpoint.retry)
             .finish()
     }
@@ -181,7 +193,8 @@ impl GeminiClient {
         self.inner.model.as_deref()
     }
 
-    /// The API root.
+    /// The API root as configured (with any `user:password@` in it; show it through
+    /// [`redact_url`](crate::redact_url)).
     pub fn base_url(&self) -> &str {
         &self.inner.endpoint.base_url
     }
@@ -782,7 +795,12 @@ impl ChatClient for GeminiClient {
         _function_invocation_kwargs: &'a Kwargs,
         client_kwargs: &'a Kwargs,
     ) -> BoxFuture<'a, Result<ChatResponse, ChatError>> {
-        Box::pin(self.inner.complete(messages, options, client_kwargs))
+        Box::pin(async move {
+            self.inner
+                .complete(messages, options, client_kwargs)
+                .await
+                .map_err(|e| self.inner.endpoint.redact(e))
+        })
     }
 
     fn get_streaming_response<'a>(
@@ -793,7 +811,11 @@ impl ChatClient for GeminiClient {
         client_kwargs: &'a Kwargs,
     ) -> ChatStream<'a> {
         let open = Box::pin(self.inner.open(messages, options, client_kwargs, true));
-        drive(open, GeminiStreamDecoder::new(calls_before(messages)))
+        drive(
+            open,
+            GeminiStreamDecoder::new(calls_before(messages)),
+            Arc::clone(&self.inner.endpoint.redactor),
+        )
     }
 
     fn describe(&self) -> String {

@@ -39,10 +39,16 @@
 pub mod anthropic;
 mod common;
 pub mod gemini;
+pub mod http_options;
 pub mod openai;
+pub mod redact;
 pub mod resolve;
 
 pub use anthropic::{AnthropicClient, AnthropicClientBuilder};
 pub use gemini::{GeminiClient, GeminiClientBuilder};
+pub use http_options::HttpOptions;
 pub use openai::{Api, ApiKey, OpenAIClient, OpenAIClientBuilder, RetryPolicy};
-pub use resolve::{client_for_model, known_providers, parse_model_spec};
+pub use redact::redact_url;
+pub use resolve::{
+    ResolveOptions, client_for_model, client_for_model_with, known_providers, parse_model_spec,
+};

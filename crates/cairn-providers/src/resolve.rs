@@ -7,10 +7,12 @@ use std::sync::Arc;
 
 use cairn_core::{ChatClient, ChatError, ChatErrorKind};
 
+use crate::http_options::HttpOptions;
 use crate::openai::{OpenAIClient, OpenAIClientBuilder};
 
 /// Builds a client for a model of one provider.
-pub type ProviderFactory = fn(model: &str) -> Result<Arc<dyn ChatClient>, ChatError>;
+pub type ProviderFactory =
+    fn(model: &str, options: &ResolveOptions<'_>) -> Result<Arc<dyn ChatClient>, ChatError>;
 
 /// The known providers, by the prefix of a model string.
 pub const PROVIDERS: &[(&str, ProviderFactory)] = &[
@@ -19,6 +21,58 @@ pub const PROVIDERS: &[(&str, ProviderFactory)] = &[
     ("anthropic", anthropic),
     ("gemini", gemini),
 ];
+
+static PROCESS_ENV: fn(&str) -> Option<String> = crate::common::process_env;
+
+/// Where [`client_for_model_with`] reads its settings: the variables (keys, base URLs, models,
+/// `CAIRN_*` timeouts) through a lookup, the process environment by default; and, optionally,
+/// the HTTP timeouts and caps to use instead of the defaults and the `CAIRN_*` variables.
+#[derive(Clone, Copy)]
+pub struct ResolveOptions<'a> {
+    lookup: &'a (dyn Fn(&str) -> Option<String> + Sync + 'a),
+    http: Option<HttpOptions>,
+}
+
+impl std::fmt::Debug for ResolveOptions<'_> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ResolveOptions")
+            .field("http", &self.http)
+            .finish_non_exhaustive()
+    }
+}
+
+impl Default for ResolveOptions<'_> {
+    fn default() -> Self {
+        ResolveOptions {
+            lookup: &PROCESS_ENV,
+            http: None,
+        }
+    }
+}
+
+impl<'a> ResolveOptions<'a> {
+    /// The process environment, the default HTTP options.
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// Reads variables through `lookup` instead of the process environment (e.g. credentials
+    /// taken out of the environment at start-up).
+    pub fn lookup(mut self, lookup: &'a (dyn Fn(&str) -> Option<String> + Sync + 'a)) -> Self {
+        self.lookup = lookup;
+        self
+    }
+
+    /// Uses these timeouts and caps (the `CAIRN_*` timeout variables are then not read).
+    pub fn http(mut self, options: HttpOptions) -> Self {
+        self.http = Some(options);
+        self
+    }
+
+    fn var(&self, name: &str) -> Option<String> {
+        (self.lookup)(name).filter(|v| !v.trim().is_empty())
+    }
+}
 
 /// The names of the known providers.
 pub fn known_providers() -> impl Iterator<Item = &'static str> {
@@ -50,7 +104,9 @@ pub fn parse_model_spec(spec: &str) -> Result<(&str, &str), ChatError> {
 /// - `gemini:<model>`: the Gemini API, configured from `GEMINI_API_KEY` or `GOOGLE_API_KEY`
 ///   (one is required) and `GEMINI_BASE_URL` (see [`GeminiClient::from_env`](crate::GeminiClient::from_env)).
 ///
-/// Anything else fails with [`ChatErrorKind::Config`], listing the known providers.
+/// Every provider also reads the timeouts `CAIRN_CONNECT_TIMEOUT`, `CAIRN_TIMEOUT` and
+/// `CAIRN_IDLE_TIMEOUT` (see [`HttpOptions`]). Anything else fails with
+/// [`ChatErrorKind::Config`], listing the known providers.
 ///
 /// ```
 /// let err = cairn_providers::client_for_model("nosuch:model").err().unwrap();
@@ -58,10 +114,33 @@ pub fn parse_model_spec(spec: &str) -> Result<(&str, &str), ChatError> {
 /// assert!(err.to_string().contains("openai"));
 /// ```
 pub fn client_for_model(spec: &str) -> Result<Arc<dyn ChatClient>, ChatError> {
+    client_for_model_with(spec, &ResolveOptions::default())
+}
+
+/// [`client_for_model`] with the variables read through `options`' lookup and, when given,
+/// its HTTP options.
+///
+/// ```
+/// use cairn_providers::{HttpOptions, ResolveOptions, client_for_model_with};
+/// use std::time::Duration;
+///
+/// let vars = |k: &str| (k == "OLLAMA_BASE_URL").then(|| "http://127.0.0.1:9/v1".to_owned());
+/// let http = HttpOptions { first_byte_timeout: Duration::from_secs(30), ..Default::default() };
+/// let client = client_for_model_with(
+///     "ollama:llama3.2",
+///     &ResolveOptions::new().lookup(&vars).http(http),
+/// )
+/// .unwrap();
+/// assert_eq!(client.describe(), "ollama:llama3.2");
+/// ```
+pub fn client_for_model_with(
+    spec: &str,
+    options: &ResolveOptions<'_>,
+) -> Result<Arc<dyn ChatClient>, ChatError> {
     let (provider, model) = parse_model_spec(spec)?;
     let provider_lc = provider.to_ascii_lowercase();
     match PROVIDERS.iter().find(|(name, _)| *name == provider_lc) {
-        Some((_, factory)) => factory(model),
+        Some((_, factory)) => factory(model, options),
         None => Err(ChatError::new(
             ChatErrorKind::Config,
             format!(
@@ -72,56 +151,60 @@ pub fn client_for_model(spec: &str) -> Result<Arc<dyn ChatClient>, ChatError> {
     }
 }
 
-fn openai(model: &str) -> Result<Arc<dyn ChatClient>, ChatError> {
-    let b = OpenAIClientBuilder::from_env().model(model);
-    if std::env::var("OPENAI_API_KEY").map_or(true, |k| k.trim().is_empty())
-        && std::env::var("OPENAI_BASE_URL").map_or(true, |u| u.trim().is_empty())
-    {
+fn openai(model: &str, o: &ResolveOptions<'_>) -> Result<Arc<dyn ChatClient>, ChatError> {
+    if o.var("OPENAI_API_KEY").is_none() && o.var("OPENAI_BASE_URL").is_none() {
         return Err(ChatError::new(
             ChatErrorKind::Config,
             "OPENAI_API_KEY is not set (set it, or OPENAI_BASE_URL for a local server)",
         ));
     }
+    let mut b = OpenAIClientBuilder::from_lookup(o.lookup).model(model);
+    if let Some(h) = o.http {
+        b = b.http_options(h);
+    }
     Ok(Arc::new(b.build()?))
 }
 
-fn ollama(model: &str) -> Result<Arc<dyn ChatClient>, ChatError> {
+fn ollama(model: &str, o: &ResolveOptions<'_>) -> Result<Arc<dyn ChatClient>, ChatError> {
     let mut b = OpenAIClient::builder()
-        .base_url(ollama_base_url(
-            std::env::var("OLLAMA_BASE_URL").ok().as_deref(),
-        ))
+        .base_url(ollama_base_url(o.var("OLLAMA_BASE_URL").as_deref()))
         .model(model)
         .provider_name("ollama")
         .legacy_max_tokens(true);
-    if let Ok(k) = std::env::var("OLLAMA_API_KEY")
-        && !k.trim().is_empty()
-    {
+    b = match o.http {
+        Some(h) => b.http_options(h),
+        None => b.http_options(HttpOptions::from_lookup(o.lookup)?),
+    };
+    if let Some(k) = o.var("OLLAMA_API_KEY") {
         b = b.api_key(k);
     }
     Ok(Arc::new(b.build()?))
 }
 
-fn anthropic(model: &str) -> Result<Arc<dyn ChatClient>, ChatError> {
-    let b = crate::anthropic::AnthropicClientBuilder::from_env().model(model);
-    if std::env::var("ANTHROPIC_API_KEY").map_or(true, |k| k.trim().is_empty()) {
+fn anthropic(model: &str, o: &ResolveOptions<'_>) -> Result<Arc<dyn ChatClient>, ChatError> {
+    if o.var("ANTHROPIC_API_KEY").is_none() {
         return Err(ChatError::new(
             ChatErrorKind::Config,
             "ANTHROPIC_API_KEY is not set (needed for anthropic:<model>)",
         ));
     }
+    let mut b = crate::anthropic::AnthropicClientBuilder::from_lookup(o.lookup).model(model);
+    if let Some(h) = o.http {
+        b = b.http_options(h);
+    }
     Ok(Arc::new(b.build()?))
 }
 
-fn gemini(model: &str) -> Result<Arc<dyn ChatClient>, ChatError> {
-    let b = crate::gemini::GeminiClientBuilder::from_env().model(model);
-    let key_set = ["GEMINI_API_KEY", "GOOGLE_API_KEY"]
-        .iter()
-        .any(|v| std::env::var(v).is_ok_and(|k| !k.trim().is_empty()));
-    if !key_set {
+fn gemini(model: &str, o: &ResolveOptions<'_>) -> Result<Arc<dyn ChatClient>, ChatError> {
+    if o.var("GEMINI_API_KEY").is_none() && o.var("GOOGLE_API_KEY").is_none() {
         return Err(ChatError::new(
             ChatErrorKind::Config,
             "GEMINI_API_KEY (or GOOGLE_API_KEY) is not set (needed for gemini:<model>)",
         ));
+    }
+    let mut b = crate::gemini::GeminiClientBuilder::from_lookup(o.lookup).model(model);
+    if let Some(h) = o.http {
+        b = b.http_options(h);
     }
     Ok(Arc::new(b.build()?))
 }

@@ -34,6 +34,7 @@ fn client(s: &TestServer) -> AnthropicClient {
             initial_backoff: Duration::from_millis(1),
             max_backoff: Duration::from_millis(5),
             max_retry_after: Duration::from_secs(1),
+            retry_first_byte_timeouts: false,
         })
         .build()
         .unwrap()

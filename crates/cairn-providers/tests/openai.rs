@@ -72,6 +72,7 @@ fn client(server: &TestServer, api: Api) -> OpenAIClient {
             initial_backoff: Duration::from_millis(5),
             max_backoff: Duration::from_millis(20),
             max_retry_after: Duration::from_secs(5),
+            retry_first_byte_timeouts: false,
         })
         .build()
         .unwrap()
@@ -667,6 +668,7 @@ async fn connect_errors_and_timeouts() {
         .retry_policy(RetryPolicy {
             max_retries: 1,
             initial_backoff: Duration::from_millis(1),
+            retry_first_byte_timeouts: true,
             ..Default::default()
         })
         .build()
@@ -680,7 +682,11 @@ async fn connect_errors_and_timeouts() {
         )
         .await
         .unwrap();
-    assert_eq!(r.text_content(), "on time", "a timeout is retried");
+    assert_eq!(
+        r.text_content(),
+        "on time",
+        "a first-byte timeout is retried when the policy says so"
+    );
     let c = c.with_api(Api::ChatCompletions);
     let started = Instant::now();
     let e = builder()

@@ -1,5 +1,6 @@
 //! The HTTP plumbing every provider client shares: the transport (hyper for plain `http://`,
-//! `reqwest` otherwise), the headers sent with every request, and the retry loop.
+//! `reqwest` otherwise), the headers sent with every request, the retry loop, the first-byte
+//! timeout, the read of error bodies (capped), and the redaction of every error it returns.
 
 use std::time::Duration;
 
@@ -12,6 +13,8 @@ use reqwest::header::{ACCEPT, CONTENT_TYPE, HOST, HeaderMap, HeaderName, HeaderV
 use super::retry::RetryPolicy;
 use super::wire::ApiError;
 use super::{Resp, Transport, http_client, http1, path_of, proxy_in_env, transport_error};
+use crate::http_options::{ERROR_BODY_BYTES, HttpOptions};
+use crate::redact::{Redactor, redact_url};
 
 /// How a non-success HTTP answer (status, body, `Retry-After`) becomes an error.
 pub(crate) type StatusMapper = fn(u16, &[u8], Option<Duration>) -> ApiError;
@@ -20,14 +23,15 @@ pub(crate) type StatusMapper = fn(u16, &[u8], Option<Duration>) -> ApiError;
 pub(crate) struct EndpointConfig<'a> {
     /// The API root (a trailing `/` is optional).
     pub(crate) base_url: &'a str,
+    /// The API key (redacted from errors).
+    pub(crate) key: Option<&'a str>,
     /// The authentication header (name, value); marked sensitive.
     pub(crate) auth: Option<(HeaderName, String)>,
     /// Configured headers; they replace the endpoint's own of the same name.
     pub(crate) headers: &'a [(String, String)],
     pub(crate) http: Option<reqwest::Client>,
     pub(crate) hyper_http1: bool,
-    pub(crate) timeout: Duration,
-    pub(crate) connect_timeout: Duration,
+    pub(crate) options: HttpOptions,
     pub(crate) retry: RetryPolicy,
 }
 
@@ -49,10 +53,14 @@ pub(crate) struct Endpoint {
     head_sse: HeaderMap,
     /// The root with a trailing `/`, for joining paths.
     root: Url,
-    /// The root as configured, without a trailing `/` (for messages).
+    /// The root as configured, without a trailing `/` (for the clients' `base_url()`).
     pub(crate) base_url: String,
-    pub(crate) timeout: Duration,
+    /// The same without `user:password@` (for messages and `Debug`).
+    pub(crate) display_url: String,
+    pub(crate) options: HttpOptions,
     pub(crate) retry: RetryPolicy,
+    /// Removes this client's credentials from every error it returns.
+    pub(crate) redactor: std::sync::Arc<Redactor>,
 }
 
 fn config(m: String) -> ChatError {
@@ -62,18 +70,21 @@ fn config(m: String) -> ChatError {
 impl Endpoint {
     /// Checks the URL and headers and picks the transport.
     pub(crate) fn new(c: EndpointConfig<'_>) -> Result<Self, ChatError> {
+        let redactor = Redactor::new(c.key, c.headers, c.base_url);
+        Self::build(c, &redactor).map_err(|e| redactor.error(e))
+    }
+
+    fn build(c: EndpointConfig<'_>, redactor: &Redactor) -> Result<Self, ChatError> {
+        let shown = redact_url(c.base_url);
         let mut base = c.base_url.trim().trim_end_matches('/').to_owned();
         if base.is_empty() {
             return Err(config("the base URL is empty".into()));
         }
         base.push('/');
-        let root = Url::parse(&base)
-            .map_err(|e| config(format!("invalid base URL {:?}: {e}", c.base_url)))?;
+        let root =
+            Url::parse(&base).map_err(|e| config(format!("invalid base URL {shown:?}: {e}")))?;
         if !matches!(root.scheme(), "http" | "https") {
-            return Err(config(format!(
-                "the base URL {:?} is not http(s)",
-                c.base_url
-            )));
+            return Err(config(format!("the base URL {shown:?} is not http(s)")));
         }
         let mut common = HeaderMap::with_capacity(8 + c.headers.len());
         common.insert(CONTENT_TYPE, HeaderValue::from_static("application/json"));
@@ -100,7 +111,7 @@ impl Endpoint {
                     (Some(url::Host::Domain(d)), Some(p)) => (d.to_owned(), p),
                     (Some(url::Host::Ipv4(a)), Some(p)) => (a.to_string(), p),
                     (Some(url::Host::Ipv6(a)), Some(p)) => (a.to_string(), p),
-                    _ => return Err(config(format!("the base URL {:?} has no host", c.base_url))),
+                    _ => return Err(config(format!("the base URL {shown:?} has no host"))),
                 };
                 let host_header = match root.port() {
                     Some(p) => format!("{}:{p}", root.host_str().unwrap_or("")),
@@ -109,16 +120,13 @@ impl Endpoint {
                 common.insert(
                     HOST,
                     HeaderValue::try_from(host_header)
-                        .map_err(|_| config(format!("invalid host in {:?}", c.base_url)))?,
+                        .map_err(|_| config(format!("invalid host in {shown:?}")))?,
                 );
                 Transport::Hyper(std::sync::Arc::new(http1::Http1::new(
-                    host,
-                    port,
-                    c.connect_timeout,
-                    c.timeout,
+                    host, port, &c.options,
                 )))
             }
-            (None, false) => Transport::Reqwest(http_client(c.timeout, c.connect_timeout)?),
+            (None, false) => Transport::Reqwest(http_client(&c.options)?),
         };
         let mut head_json = common.clone();
         let mut head_sse = common;
@@ -127,30 +135,45 @@ impl Endpoint {
         // Configured headers replace the endpoint's own of the same name.
         head_json.extend(configured.clone());
         head_sse.extend(configured);
+        let base_url = base.trim_end_matches('/').to_owned();
         Ok(Endpoint {
             transport,
             head_json,
             head_sse,
             root,
-            base_url: base.trim_end_matches('/').to_owned(),
-            timeout: c.timeout,
+            display_url: redact_url(&base_url),
+            base_url,
+            options: c.options,
             retry: c.retry,
+            redactor: std::sync::Arc::new(redactor.clone()),
         })
     }
 
     /// The target `path` (relative, may carry a query) below the API root.
     pub(crate) fn target(&self, path: &str) -> Result<Target, ChatError> {
-        let url = self
-            .root
-            .join(path)
-            .map_err(|e| config(format!("invalid URL {}/{path}: {e}", self.base_url)))?;
-        let uri = hyper::Uri::try_from(path_of(&url))
-            .map_err(|e| config(format!("invalid URL {url}: {e}")))?;
+        let url = self.root.join(path).map_err(|e| {
+            self.redact(config(format!(
+                "invalid URL {}/{path}: {e}",
+                self.display_url
+            )))
+        })?;
+        let uri = hyper::Uri::try_from(path_of(&url)).map_err(|e| {
+            self.redact(config(format!(
+                "invalid URL {}/{path}: {e}",
+                self.display_url
+            )))
+        })?;
         Ok(Target { url, uri })
     }
 
-    /// Sends `body` to `target`, retrying connection failures, timeouts and the statuses
-    /// `on_status` calls retryable, before the first byte of a successful response.
+    /// `e` without this endpoint's credentials (see [`crate::redact`]).
+    pub(crate) fn redact(&self, e: ChatError) -> ChatError {
+        self.redactor.error(e)
+    }
+
+    /// Sends `body` to `target`, retrying connection failures and the statuses `on_status`
+    /// calls retryable (first-byte timeouts only when the policy says so), before the first
+    /// byte of a successful response. Every error is redacted.
     pub(crate) async fn send(
         &self,
         target: &Target,
@@ -164,6 +187,7 @@ impl Endpoint {
         } else {
             &self.head_json
         };
+        let options = self.options;
         let mut attempt = 0u32;
         loop {
             let sent = match &self.transport {
@@ -180,7 +204,7 @@ impl Endpoint {
                     };
                     http.send(make)
                         .await
-                        .map(Resp::Hyper)
+                        .map(|r| Resp::hyper(r, options))
                         .map_err(|f| self.hyper_failure(f))
                 }
                 Transport::Reqwest(http) => {
@@ -191,13 +215,14 @@ impl Endpoint {
                     if let Some(h) = extra_headers {
                         req = req.headers(h.clone());
                     }
-                    if !stream {
-                        req = req.timeout(self.timeout);
+                    match tokio::time::timeout(options.first_byte_timeout, req.send()).await {
+                        Ok(Ok(r)) => Ok(Resp::reqwest(r, options)),
+                        Ok(Err(e)) => {
+                            let retry = e.is_connect() || (e.is_request() && !e.is_timeout());
+                            Err((transport_error(e, false), retry))
+                        }
+                        Err(_) => Err(self.first_byte_timeout()),
                     }
-                    req.send()
-                        .await
-                        .map(Resp::Reqwest)
-                        .map_err(|e| transport_error(e, false))
                 }
             };
             let (error, retry) = match sent {
@@ -205,15 +230,13 @@ impl Endpoint {
                 Ok(resp) => {
                     let status = resp.status();
                     let ra = resp.retry_after();
-                    let body = resp.bytes().await.unwrap_or_default();
+                    let body = resp.prefix(ERROR_BODY_BYTES).await;
                     let e = on_status(status, &body, ra);
                     (e.error, e.retry)
                 }
-                Err(e) => {
-                    let retry = matches!(e.kind(), ChatErrorKind::Connect | ChatErrorKind::Timeout);
-                    (e, retry)
-                }
+                Err(failure) => failure,
             };
+            let error = self.redact(error);
             if !retry || attempt >= self.retry.max_retries {
                 return Err(error);
             }
@@ -230,33 +253,59 @@ impl Endpoint {
         }
     }
 
-    fn hyper_failure(&self, f: http1::Failure) -> ChatError {
-        match f {
-            http1::Failure::Connect(e) => ChatError::new(
-                ChatErrorKind::Connect,
-                format!("could not connect to {}: {e}", self.base_url),
-            )
-            .with_source(e),
-            http1::Failure::Send(e) => ChatError::new(
-                ChatErrorKind::Connect,
-                format!(
-                    "the connection to {} failed before a response: {e}",
-                    self.base_url
-                ),
-            )
-            .with_source(e),
-            http1::Failure::Protocol(e) => ChatError::new(
-                ChatErrorKind::Decode,
-                format!("invalid HTTP response from {}: {e}", self.base_url),
-            )
-            .with_source(e),
-            http1::Failure::Timeout => ChatError::new(
+    /// The error of a first-byte timeout, and whether the policy retries it.
+    fn first_byte_timeout(&self) -> (ChatError, bool) {
+        (
+            ChatError::new(
                 ChatErrorKind::Timeout,
                 format!(
-                    "no response from {} within {:?}",
-                    self.base_url, self.timeout
+                    "no response from {} within {:?} (the first-byte timeout)",
+                    self.display_url, self.options.first_byte_timeout
                 ),
             ),
+            self.retry.retry_first_byte_timeouts,
+        )
+    }
+
+    /// A hyper transport failure as an error, and whether it may be retried.
+    fn hyper_failure(&self, f: http1::Failure) -> (ChatError, bool) {
+        let url = &self.display_url;
+        match f {
+            http1::Failure::Connect(e) => (
+                ChatError::new(
+                    ChatErrorKind::Connect,
+                    format!("could not connect to {url}: {e}"),
+                )
+                .with_source(e),
+                true,
+            ),
+            http1::Failure::Send(e) => (
+                ChatError::new(
+                    ChatErrorKind::Connect,
+                    format!("the connection to {url} failed before a response: {e}"),
+                )
+                .with_source(e),
+                true,
+            ),
+            http1::Failure::Protocol(e) => (
+                ChatError::new(
+                    ChatErrorKind::Decode,
+                    format!("invalid HTTP response from {url}: {e}"),
+                )
+                .with_source(e),
+                false,
+            ),
+            http1::Failure::ConnectTimeout => (
+                ChatError::new(
+                    ChatErrorKind::Timeout,
+                    format!(
+                        "could not connect to {url} within {:?} (the connect timeout)",
+                        self.options.connect_timeout
+                    ),
+                ),
+                true,
+            ),
+            http1::Failure::FirstByteTimeout => self.first_byte_timeout(),
         }
     }
 }

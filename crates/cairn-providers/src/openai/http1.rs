@@ -5,15 +5,16 @@
 //! 1xx answers, trailers, keep-alive decisions) is hyper's: each connection is a
 //! [`hyper::client::conn::http1`] handshake over a `TcpStream`, its connection future driven by
 //! a spawned task. This module only keeps a small LIFO pool of idle [`SendRequest`] handles per
-//! client (one origin), applies the connect and read timeouts, and replaces pooled connections
-//! the server closed meanwhile. TLS, proxies and HTTP/2 are left to `reqwest` (see `Transport`
+//! client (one origin), applies the connect and first-byte timeouts, and replaces pooled
+//! connections the server closed meanwhile. (Body reads are bounded by the idle timeout and
+//! the size caps one level up, in `Resp`, the same for both transports.) TLS, proxies and HTTP/2 are left to `reqwest` (see `Transport`
 //! in the parent module).
 
 use std::io;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use bytes::{Bytes, BytesMut};
+use bytes::Bytes;
 use http_body_util::{BodyExt, Full};
 use hyper::body::Incoming;
 use hyper::client::conn::http1::{Builder, SendRequest};
@@ -39,7 +40,9 @@ pub(crate) struct Http1 {
     host: String,
     port: u16,
     connect_timeout: Duration,
-    read_timeout: Duration,
+    first_byte_timeout: Duration,
+    /// Bounds the wait for a pooled connection to become ready again.
+    idle_timeout: Duration,
     pool: Mutex<Vec<Idle>>,
 }
 
@@ -52,22 +55,20 @@ pub(crate) enum Failure {
     Send(hyper::Error),
     /// The response head was malformed.
     Protocol(hyper::Error),
-    /// No byte arrived in time.
-    Timeout,
+    /// No connection within the connect timeout.
+    ConnectTimeout,
+    /// No response head within the first-byte timeout.
+    FirstByteTimeout,
 }
 
 impl Http1 {
-    pub(crate) fn new(
-        host: String,
-        port: u16,
-        connect_timeout: Duration,
-        read_timeout: Duration,
-    ) -> Self {
+    pub(crate) fn new(host: String, port: u16, options: &crate::HttpOptions) -> Self {
         Http1 {
             host,
             port,
-            connect_timeout,
-            read_timeout,
+            connect_timeout: options.connect_timeout,
+            first_byte_timeout: options.first_byte_timeout,
+            idle_timeout: options.idle_timeout,
             pool: Mutex::new(Vec::new()),
         }
     }
@@ -87,7 +88,7 @@ impl Http1 {
             }
             // Just checked in: the connection task may still be finishing the previous exchange
             // (or closing the connection, after `Connection: close`).
-            if let Ok(Ok(())) = tokio::time::timeout(self.read_timeout, tx.ready()).await {
+            if let Ok(Ok(())) = tokio::time::timeout(self.idle_timeout, tx.ready()).await {
                 return Some(tx);
             }
         }
@@ -113,7 +114,7 @@ impl Http1 {
         let io = match tokio::time::timeout(self.connect_timeout, fut).await {
             Ok(Ok(io)) => io,
             Ok(Err(e)) => return Err(Failure::Connect(e)),
-            Err(_) => return Err(Failure::Timeout),
+            Err(_) => return Err(Failure::ConnectTimeout),
         };
         let _ = io.set_nodelay(true);
         let (tx, conn) = Builder::new()
@@ -139,9 +140,9 @@ impl Http1 {
                 Some(tx) => (tx, true),
                 None => (self.connect().await?, false),
             };
-            let sent = tokio::time::timeout(self.read_timeout, tx.send_request(make())).await;
+            let sent = tokio::time::timeout(self.first_byte_timeout, tx.send_request(make())).await;
             match sent {
-                Err(_) => return Err(Failure::Timeout),
+                Err(_) => return Err(Failure::FirstByteTimeout),
                 Ok(Ok(resp)) => {
                     let (parts, body) = resp.into_parts();
                     return Ok(Response {
@@ -194,20 +195,17 @@ impl Response {
         }
     }
 
-    /// The next piece of the body, `None` at its end. Each wait is bounded by the read timeout.
+    /// The `Content-Length` of the body, when the server gave one.
+    pub(crate) fn content_length(&self) -> Option<u64> {
+        hyper::body::Body::size_hint(&self.body).exact()
+    }
+
+    /// The next piece of the body, `None` at its end. (The caller bounds the wait.)
     pub(crate) async fn chunk(&mut self) -> io::Result<Option<Bytes>> {
         while !self.done {
-            let frame = tokio::time::timeout(self.pool.read_timeout, self.body.frame()).await;
-            match frame {
-                Err(_) => {
-                    self.done = true;
-                    return Err(io::Error::new(
-                        io::ErrorKind::TimedOut,
-                        "no data from the server within the timeout",
-                    ));
-                }
-                Ok(None) => self.finish(),
-                Ok(Some(Ok(frame))) => {
+            match self.body.frame().await {
+                None => self.finish(),
+                Some(Ok(frame)) => {
                     // Trailers (and empty data frames) carry nothing for us.
                     if let Ok(data) = frame.into_data()
                         && !data.is_empty()
@@ -215,31 +213,13 @@ impl Response {
                         return Ok(Some(data));
                     }
                 }
-                Ok(Some(Err(e))) => {
+                Some(Err(e)) => {
                     self.done = true;
                     return Err(body_error(e));
                 }
             }
         }
         Ok(None)
-    }
-
-    /// The whole body (without copying when it arrives in one piece).
-    pub(crate) async fn bytes(mut self) -> io::Result<Bytes> {
-        let Some(first) = self.chunk().await? else {
-            return Ok(Bytes::new());
-        };
-        let Some(second) = self.chunk().await? else {
-            return Ok(first);
-        };
-        let hint = hyper::body::Body::size_hint(&self.body).lower() as usize;
-        let mut out = BytesMut::with_capacity(first.len() + second.len() + hint);
-        out.extend_from_slice(&first);
-        out.extend_from_slice(&second);
-        while let Some(c) = self.chunk().await? {
-            out.extend_from_slice(&c);
-        }
-        Ok(out.freeze())
     }
 }
 

@@ -42,12 +42,14 @@
 //! [`reqwest::Client`] use `reqwest` (rustls with the `ring` provider).
 //! [`OpenAIClientBuilder::hyper_http1`] turns the lean transport off.
 //!
-//! # Timeouts and retries
+//! # Timeouts, caps and retries
 //!
-//! The request timeout ([`OpenAIClientBuilder::timeout`], default 600 s) bounds every wait for
-//! the server (for the response head, and between two pieces of a body); with `reqwest` it also
-//! bounds a whole non-streaming call. Connection failures, timeouts, HTTP 408/429/5xx are
-//! retried ([`RetryPolicy`]) before the first byte of a successful response, never after.
+//! Connecting, waiting for the response head (first byte) and each gap between two pieces of a
+//! body have their own timeouts, and every body and SSE event the client buffers is capped:
+//! see [`HttpOptions`] (defaults, environment variables, why). Connection failures and HTTP
+//! 408/429/5xx are retried ([`RetryPolicy`]) before the first byte of a successful response,
+//! never after; a first-byte timeout only when the policy says so. A stream stops at its end
+//! event (`[DONE]`, `response.completed`) instead of waiting for the server to close.
 //!
 //! # Client kwargs
 //!
@@ -82,9 +84,11 @@ use reqwest::header::{AUTHORIZATION, HeaderMap};
 
 pub use retry::RetryPolicy;
 
-use crate::common::{DEFAULT_CONNECT_TIMEOUT, DEFAULT_TIMEOUT, config_error, env_nonempty};
-use endpoint::{Endpoint, EndpointConfig, Target};
-use sse::SseParser;
+use crate::common::{Lookup, Settings, config_error, process_env, settings_methods};
+use crate::http_options::{self, ERROR_BODY_BYTES, HttpOptions};
+use crate::redact::Redactor;
+use endpoint::{Endpoint, Target};
+use sse::{Flow, SseParser};
 use wire::Extras;
 
 /// The default base URL.
@@ -143,50 +147,36 @@ impl From<&str> for ApiKey {
 /// Builds an [`OpenAIClient`].
 #[derive(Debug, Clone)]
 pub struct OpenAIClientBuilder {
-    api_key: Option<ApiKey>,
-    base_url: String,
-    model: Option<String>,
+    settings: Settings,
     api: Api,
-    timeout: Duration,
-    connect_timeout: Duration,
-    retry: RetryPolicy,
-    headers: Vec<(String, String)>,
-    http: Option<reqwest::Client>,
     provider: String,
     legacy_max_tokens: bool,
     stream_usage: bool,
-    hyper_http1: bool,
 }
 
 impl Default for OpenAIClientBuilder {
     fn default() -> Self {
         OpenAIClientBuilder {
-            api_key: None,
-            base_url: DEFAULT_BASE_URL.to_owned(),
-            model: None,
+            settings: Settings::new(DEFAULT_BASE_URL),
             api: Api::ChatCompletions,
-            timeout: DEFAULT_TIMEOUT,
-            connect_timeout: DEFAULT_CONNECT_TIMEOUT,
-            retry: RetryPolicy::default(),
-            headers: Vec::new(),
-            http: None,
             provider: "openai".to_owned(),
             legacy_max_tokens: false,
             stream_usage: true,
-            hyper_http1: true,
         }
     }
 }
 
-fn http_client(timeout: Duration, connect_timeout: Duration) -> Result<reqwest::Client, ChatError> {
+/// The `reqwest` client of an endpoint that was not given one.
+fn http_client(options: &HttpOptions) -> Result<reqwest::Client, ChatError> {
     // rustls is built without a bundled crypto provider; install ring as the process default
     // unless another one already is.
     if rustls::crypto::CryptoProvider::get_default().is_none() {
         let _ = rustls::crypto::ring::default_provider().install_default();
     }
+    // The first-byte and idle timeouts are applied around each wait (see `endpoint` and
+    // `Resp`), the same for both transports.
     reqwest::Client::builder()
-        .connect_timeout(connect_timeout)
-        .read_timeout(timeout)
+        .connect_timeout(options.connect_timeout)
         .pool_idle_timeout(Duration::from_secs(90))
         .tcp_nodelay(true)
         .build()
@@ -200,94 +190,46 @@ fn http_client(timeout: Duration, connect_timeout: Duration) -> Result<reqwest::
 }
 
 impl OpenAIClientBuilder {
-    /// A builder with the defaults: `https://api.openai.com/v1`, chat completions, a 600 s
-    /// timeout, 2 retries, no key.
+    /// A builder with the defaults: `https://api.openai.com/v1`, chat completions, the
+    /// [`HttpOptions`] defaults (connect 10 s, first byte 300 s, idle 120 s), 2 retries, no key.
     pub fn new() -> Self {
         Self::default()
     }
 
     /// A builder filled from the environment: `OPENAI_API_KEY`, `OPENAI_BASE_URL` (default
-    /// `https://api.openai.com/v1`), `OPENAI_MODEL`, and `OPENAI_ORG_ID` / `OPENAI_PROJECT_ID`
-    /// (sent as `OpenAI-Organization` / `OpenAI-Project`) when set.
+    /// `https://api.openai.com/v1`), `OPENAI_MODEL`, `OPENAI_ORG_ID` / `OPENAI_PROJECT_ID`
+    /// (sent as `OpenAI-Organization` / `OpenAI-Project`) when set, and the timeouts
+    /// `CAIRN_CONNECT_TIMEOUT`, `CAIRN_TIMEOUT`, `CAIRN_IDLE_TIMEOUT` (seconds; an invalid one
+    /// makes [`build`](Self::build) fail).
     pub fn from_env() -> Self {
-        let mut b = OpenAIClientBuilder {
-            api_key: env_nonempty("OPENAI_API_KEY").map(ApiKey),
-            model: env_nonempty("OPENAI_MODEL"),
-            ..Self::default()
-        };
-        if let Some(u) = env_nonempty("OPENAI_BASE_URL") {
-            b.base_url = u;
+        Self::from_lookup(process_env)
+    }
+
+    /// Like [`from_env`](Self::from_env), reading the variables through `lookup` (e.g. a map
+    /// of credentials taken out of the environment at start-up).
+    pub fn from_lookup(lookup: impl Fn(&str) -> Option<String>) -> Self {
+        let lookup: Lookup<'_> = &lookup;
+        let mut b = Self::default();
+        b.settings.api_key = Settings::var(lookup, "OPENAI_API_KEY").map(ApiKey);
+        b.settings.model = Settings::var(lookup, "OPENAI_MODEL");
+        if let Some(u) = Settings::var(lookup, "OPENAI_BASE_URL") {
+            b.settings.base_url = u;
         }
-        if let Some(org) = env_nonempty("OPENAI_ORG_ID") {
-            b.headers.push(("OpenAI-Organization".into(), org));
+        if let Some(org) = Settings::var(lookup, "OPENAI_ORG_ID") {
+            b.settings.headers.push(("OpenAI-Organization".into(), org));
         }
-        if let Some(p) = env_nonempty("OPENAI_PROJECT_ID") {
-            b.headers.push(("OpenAI-Project".into(), p));
+        if let Some(p) = Settings::var(lookup, "OPENAI_PROJECT_ID") {
+            b.settings.headers.push(("OpenAI-Project".into(), p));
         }
+        b.settings.apply_env(lookup);
         b
     }
 
-    /// The API key (sent as `Authorization: Bearer …`). Without one no such header is sent,
-    /// which suits local servers.
-    pub fn api_key(mut self, key: impl Into<ApiKey>) -> Self {
-        self.api_key = Some(key.into());
-        self
-    }
-
-    /// The API root, e.g. `http://localhost:11434/v1`; `/chat/completions` and `/responses` are
-    /// appended.
-    pub fn base_url(mut self, url: impl Into<String>) -> Self {
-        self.base_url = url.into();
-        self
-    }
-
-    /// The default model (`ChatOptions::model` overrides it per call).
-    pub fn model(mut self, model: impl Into<String>) -> Self {
-        self.model = Some(model.into());
-        self
-    }
+    settings_methods!("Authorization: Bearer …");
 
     /// Which API to speak.
     pub fn api(mut self, api: Api) -> Self {
         self.api = api;
-        self
-    }
-
-    /// The request timeout: the longest silence (no byte received) tolerated from the server;
-    /// over `reqwest` also the total time of a non-streaming call. Default 600 s.
-    pub fn timeout(mut self, timeout: Duration) -> Self {
-        self.timeout = timeout;
-        self
-    }
-
-    /// The connect timeout. Default 10 s.
-    pub fn connect_timeout(mut self, timeout: Duration) -> Self {
-        self.connect_timeout = timeout;
-        self
-    }
-
-    /// How many times a failed request is retried. Default 2.
-    pub fn max_retries(mut self, n: u32) -> Self {
-        self.retry.max_retries = n;
-        self
-    }
-
-    /// The whole retry policy.
-    pub fn retry_policy(mut self, policy: RetryPolicy) -> Self {
-        self.retry = policy;
-        self
-    }
-
-    /// A header sent with every request.
-    pub fn header(mut self, name: impl Into<String>, value: impl Into<String>) -> Self {
-        self.headers.push((name.into(), value.into()));
-        self
-    }
-
-    /// Uses this `reqwest::Client` (to share a connection pool). Its own timeouts then apply to
-    /// streams; the builder's timeout still bounds non-streaming calls.
-    pub fn http_client(mut self, client: reqwest::Client) -> Self {
-        self.http = Some(client);
         self
     }
 
@@ -312,16 +254,6 @@ impl OpenAIClientBuilder {
         self
     }
 
-    /// Whether plain `http://` servers are reached through the lean transport (default true):
-    /// hyper's HTTP/1.1 client connections with a small keep-alive pool, skipping reqwest's
-    /// layers, which saves CPU per call against local servers. It is not used for `https://`,
-    /// when an HTTP proxy is configured in the environment (`HTTP_PROXY`, `ALL_PROXY`), or with
-    /// [`http_client`](Self::http_client); `reqwest` is used then.
-    pub fn hyper_http1(mut self, yes: bool) -> Self {
-        self.hyper_http1 = yes;
-        self
-    }
-
     /// The former name of [`hyper_http1`](Self::hyper_http1) (the transport was a hand-written
     /// HTTP/1.1 client before it used hyper).
     #[deprecated(note = "renamed to `hyper_http1`")]
@@ -331,31 +263,21 @@ impl OpenAIClientBuilder {
 
     /// Builds the client.
     ///
-    /// Fails with [`ChatErrorKind::Config`] on an invalid base URL or header.
-    pub fn build(self) -> Result<OpenAIClient, ChatError> {
-        let auth = match &self.api_key {
-            Some(k) if !k.0.is_empty() => Some((AUTHORIZATION, format!("Bearer {}", k.0))),
-            _ => None,
-        };
-        let endpoint = Endpoint::new(EndpointConfig {
-            base_url: &self.base_url,
-            auth,
-            headers: &self.headers,
-            http: self.http,
-            hyper_http1: self.hyper_http1,
-            timeout: self.timeout,
-            connect_timeout: self.connect_timeout,
-            retry: self.retry,
-        })?;
+    /// Fails with [`ChatErrorKind::Config`] on an invalid base URL, header or `CAIRN_*`
+    /// timeout variable.
+    pub fn build(mut self) -> Result<OpenAIClient, ChatError> {
+        let endpoint = self
+            .settings
+            .endpoint(|k| (AUTHORIZATION, format!("Bearer {k}")), &[])?;
         let chat = endpoint.target("chat/completions")?;
         let responses = endpoint.target("responses")?;
         Ok(OpenAIClient {
             inner: Arc::new(Inner {
                 endpoint,
-                api_key: self.api_key,
+                api_key: self.settings.api_key,
                 chat,
                 responses,
-                model: self.model,
+                model: self.settings.model,
                 api: self.api,
                 provider: self.provider,
                 max_tokens_field: if self.legacy_max_tokens {
@@ -403,8 +325,14 @@ fn proxy_in_env() -> bool {
         .any(|v| std::env::var(v).is_ok_and(|x| !x.trim().is_empty()))
 }
 
-/// A response of either transport.
-pub(crate) enum Resp {
+/// A response of either transport, with the limits its body is read under: every wait for a
+/// piece of the body is bounded by the idle timeout, and a whole body by `max_body_bytes`.
+pub(crate) struct Resp {
+    body: RespBody,
+    options: HttpOptions,
+}
+
+enum RespBody {
     Reqwest(reqwest::Response),
     Hyper(http1::Response),
 }
@@ -419,32 +347,130 @@ fn hyper_body_error(e: std::io::Error) -> ChatError {
 }
 
 impl Resp {
+    pub(crate) fn reqwest(r: reqwest::Response, options: HttpOptions) -> Self {
+        Resp {
+            body: RespBody::Reqwest(r),
+            options,
+        }
+    }
+
+    pub(crate) fn hyper(r: http1::Response, options: HttpOptions) -> Self {
+        Resp {
+            body: RespBody::Hyper(r),
+            options,
+        }
+    }
+
     fn status(&self) -> u16 {
-        match self {
-            Resp::Reqwest(r) => r.status().as_u16(),
-            Resp::Hyper(r) => r.status(),
+        match &self.body {
+            RespBody::Reqwest(r) => r.status().as_u16(),
+            RespBody::Hyper(r) => r.status(),
         }
     }
 
     fn retry_after(&self) -> Option<Duration> {
-        match self {
-            Resp::Reqwest(r) => retry::retry_after(r.headers()),
-            Resp::Hyper(r) => r.retry_after(),
+        match &self.body {
+            RespBody::Reqwest(r) => retry::retry_after(r.headers()),
+            RespBody::Hyper(r) => r.retry_after(),
         }
     }
 
-    pub(crate) async fn bytes(self) -> Result<Bytes, ChatError> {
-        match self {
-            Resp::Reqwest(r) => r.bytes().await.map_err(|e| transport_error(e, true)),
-            Resp::Hyper(r) => r.bytes().await.map_err(hyper_body_error),
+    /// The `Content-Length` the server announced, if any (only ever compared, never used to
+    /// allocate).
+    fn content_length(&self) -> Option<u64> {
+        match &self.body {
+            RespBody::Reqwest(r) => r.content_length(),
+            RespBody::Hyper(r) => r.content_length(),
         }
     }
 
+    /// The whole body (without copying when it arrives in one piece). Fails with a
+    /// [`ChatErrorKind::Decode`] error when it is (or announces to be) larger than
+    /// `max_body_bytes`.
+    pub(crate) async fn bytes(mut self) -> Result<Bytes, ChatError> {
+        let max = self.options.max_body_bytes;
+        let too_large = || http_options::too_large("the response body", max, "max_body_bytes");
+        if self.content_length().is_some_and(|n| n > max as u64) {
+            return Err(too_large());
+        }
+        let Some(first) = self.chunk().await? else {
+            return Ok(Bytes::new());
+        };
+        if first.len() > max {
+            return Err(too_large());
+        }
+        let Some(second) = self.chunk().await? else {
+            return Ok(first);
+        };
+        let mut out = bytes::BytesMut::with_capacity(first.len() + second.len());
+        out.extend_from_slice(&first);
+        let mut next = Some(second);
+        while let Some(c) = next {
+            if out.len() + c.len() > max {
+                return Err(too_large());
+            }
+            out.extend_from_slice(&c);
+            next = self.chunk().await?;
+        }
+        Ok(out.freeze())
+    }
+
+    /// At most `limit` bytes of the body, read for at most the idle timeout in all; what was
+    /// read when the limit, the time, the body or the connection ends. For error answers, whose
+    /// body only feeds a message.
+    pub(crate) async fn prefix(mut self, limit: usize) -> Bytes {
+        let mut out = bytes::BytesMut::new();
+        let idle = self.options.idle_timeout;
+        let read = async {
+            while out.len() < limit {
+                match self.chunk().await {
+                    Ok(Some(c)) => {
+                        let take = c.len().min(limit - out.len());
+                        out.extend_from_slice(&c[..take]);
+                    }
+                    _ => break,
+                }
+            }
+        };
+        let _ = tokio::time::timeout(idle, read).await;
+        out.freeze()
+    }
+
+    /// The next piece of the body, `None` at its end; each wait is bounded by the idle timeout.
     async fn chunk(&mut self) -> Result<Option<Bytes>, ChatError> {
-        match self {
-            Resp::Reqwest(r) => r.chunk().await.map_err(|e| transport_error(e, true)),
-            Resp::Hyper(r) => r.chunk().await.map_err(hyper_body_error),
+        let idle = self.options.idle_timeout;
+        let next = async {
+            match &mut self.body {
+                RespBody::Reqwest(r) => r.chunk().await.map_err(|e| transport_error(e, true)),
+                RespBody::Hyper(r) => r.chunk().await.map_err(hyper_body_error),
+            }
+        };
+        match tokio::time::timeout(idle, next).await {
+            Ok(r) => r,
+            Err(_) => Err(ChatError::new(
+                ChatErrorKind::Timeout,
+                format!(
+                    "the server sent nothing for {idle:?} (the idle timeout) in the middle of its answer"
+                ),
+            )),
         }
+    }
+
+    /// After a stream's end event: reads what is left of the body for at most
+    /// [`DRAIN_GRACE`](http_options::DRAIN_GRACE) (so a connection whose body ends is reused),
+    /// then gives up on it instead of waiting for the server to close it.
+    async fn drain(&mut self) {
+        let grace = http_options::DRAIN_GRACE.min(self.options.idle_timeout);
+        let mut left = ERROR_BODY_BYTES;
+        let read = async {
+            while let Ok(Some(c)) = self.chunk().await {
+                left = left.saturating_sub(c.len());
+                if left == 0 {
+                    break;
+                }
+            }
+        };
+        let _ = tokio::time::timeout(grace, read).await;
     }
 }
 
@@ -467,11 +493,11 @@ impl fmt::Debug for OpenAIClient {
         let i = &self.inner;
         f.debug_struct("OpenAIClient")
             .field("provider", &i.provider)
-            .field("base_url", &i.endpoint.base_url)
+            .field("base_url", &i.endpoint.display_url)
             .field("model", &i.model)
             .field("api", &i.api)
             .field("api_key", &i.api_key)
-            .field("timeout", &i.endpoint.timeout)
+            .field("http", &i.endpoint.options)
             .field("retry", &i.endpoint.retry)
             .finish()
     }
@@ -489,7 +515,9 @@ impl OpenAIClient {
     /// is OpenAI's own; a local server needs no key.
     pub fn from_env() -> Result<Self, ChatError> {
         let b = OpenAIClientBuilder::from_env();
-        if b.api_key.is_none() && b.base_url.trim_end_matches('/') == DEFAULT_BASE_URL {
+        if b.settings.api_key.is_none()
+            && b.settings.base_url.trim_end_matches('/') == DEFAULT_BASE_URL
+        {
             return Err(ChatError::new(
                 ChatErrorKind::Config,
                 "OPENAI_API_KEY is not set (set it, or OPENAI_BASE_URL for a local server)",
@@ -508,7 +536,8 @@ impl OpenAIClient {
         self.inner.model.as_deref()
     }
 
-    /// The API root.
+    /// The API root as configured (with any `user:password@` in it; show it through
+    /// [`redact_url`](crate::redact_url)).
     pub fn base_url(&self) -> &str {
         &self.inner.endpoint.base_url
     }
@@ -705,7 +734,8 @@ struct Driver<D> {
 #[derive(PartialEq, Eq)]
 enum Phase {
     Reading,
-    /// The terminal event was seen: read the rest of the body so the connection is reused.
+    /// The terminal event was seen: read what is left of the body, briefly, so the connection
+    /// may be reused (never wait for the server to close it).
     Draining,
     Done,
 }
@@ -716,74 +746,96 @@ enum StreamState<'a, D> {
     Finished,
 }
 
+/// The stream of one call: opens it, feeds the body to the SSE parser and `decoder`, and
+/// yields the updates. It ends right after the decoder's end event (see [`Resp::drain`]);
+/// every error is passed through `redactor`.
 pub(crate) fn drive<'a, D: StreamDecoder>(
     open: BoxFuture<'a, Result<Resp, ChatError>>,
     decoder: D,
+    redactor: Arc<Redactor>,
 ) -> ChatStream<'a> {
     Box::pin(futures::stream::unfold(
         StreamState::Opening(open, decoder),
-        |state| async move {
-            let mut d = match state {
-                StreamState::Finished => return None,
-                StreamState::Opening(open, decoder) => match open.await {
-                    Ok(resp) => Box::new(Driver {
-                        resp,
-                        sse: SseParser::new(),
-                        decoder,
-                        queue: VecDeque::new(),
-                        error: None,
-                        phase: Phase::Reading,
-                    }),
-                    Err(e) => return Some((Err(e), StreamState::Finished)),
-                },
-                StreamState::Running(d) => d,
-            };
-            loop {
-                if let Some(u) = d.queue.pop_front() {
-                    return Some((Ok(u), StreamState::Running(d)));
-                }
-                if let Some(e) = d.error.take() {
-                    return Some((Err(e), StreamState::Finished));
-                }
-                match d.phase {
-                    Phase::Done => return None,
-                    Phase::Draining => {
-                        while let Ok(Some(_)) = d.resp.chunk().await {}
-                        return None;
-                    }
-                    Phase::Reading => match d.resp.chunk().await {
-                        Ok(Some(bytes)) => {
-                            let Driver {
-                                sse,
-                                decoder,
-                                queue,
-                                ..
-                            } = &mut *d;
-                            if let Err(e) =
-                                sse.feed(&bytes, |ev, data| decoder.on_event(ev, data, queue))
-                            {
-                                d.error = Some(e);
-                                d.phase = Phase::Done;
-                            } else if d.decoder.is_done() {
-                                d.phase = Phase::Draining;
-                            }
-                        }
-                        Ok(None) => {
-                            let pending = d.sse.pending_data();
-                            if let Err(e) = d.decoder.on_eof(pending, &mut d.queue) {
-                                d.error = Some(e);
-                            }
-                            d.phase = Phase::Done;
-                        }
-                        Err(e) => {
-                            d.error = Some(e);
-                            d.phase = Phase::Done;
-                        }
-                    },
+        move |state| {
+            let redactor = Arc::clone(&redactor);
+            async move {
+                match next_item(state).await {
+                    Some((Err(e), s)) => Some((Err(redactor.error(e)), s)),
+                    other => other,
                 }
             }
         },
     ))
+}
+
+async fn next_item<D: StreamDecoder>(
+    state: StreamState<'_, D>,
+) -> Option<(Result<ChatResponseUpdate, ChatError>, StreamState<'_, D>)> {
+    let mut d = match state {
+        StreamState::Finished => return None,
+        StreamState::Opening(open, decoder) => match open.await {
+            Ok(resp) => Box::new(Driver {
+                sse: SseParser::new(resp.options.max_sse_event_bytes),
+                resp,
+                decoder,
+                queue: VecDeque::new(),
+                error: None,
+                phase: Phase::Reading,
+            }),
+            Err(e) => return Some((Err(e), StreamState::Finished)),
+        },
+        StreamState::Running(d) => d,
+    };
+    loop {
+        if let Some(u) = d.queue.pop_front() {
+            return Some((Ok(u), StreamState::Running(d)));
+        }
+        if let Some(e) = d.error.take() {
+            return Some((Err(e), StreamState::Finished));
+        }
+        match d.phase {
+            Phase::Done => return None,
+            Phase::Draining => {
+                d.resp.drain().await;
+                return None;
+            }
+            Phase::Reading => match d.resp.chunk().await {
+                Ok(Some(bytes)) => {
+                    let Driver {
+                        sse,
+                        decoder,
+                        queue,
+                        ..
+                    } = &mut *d;
+                    let fed = sse.feed(&bytes, |ev, data| {
+                        decoder.on_event(ev, data, queue)?;
+                        Ok(if decoder.is_done() {
+                            Flow::Stop
+                        } else {
+                            Flow::Continue
+                        })
+                    });
+                    if let Err(e) = fed {
+                        d.error = Some(e);
+                        d.phase = Phase::Done;
+                    } else if d.decoder.is_done() {
+                        d.phase = Phase::Draining;
+                    }
+                }
+                Ok(None) => {
+                    let pending = d.sse.pending_data();
+                    if let Err(e) = d.decoder.on_eof(pending, &mut d.queue) {
+                        d.error = Some(e);
+                    }
+                    d.phase = Phase::Done;
+                }
+                Err(e) => {
+                    d.error = Some(e);
+                    d.phase = Phase::Done;
+                }
+            },
+        }
+    }
 }
 
 impl ChatClient for OpenAIClient {
@@ -794,7 +846,12 @@ impl ChatClient for OpenAIClient {
         _function_invocation_kwargs: &'a Kwargs,
         client_kwargs: &'a Kwargs,
     ) -> BoxFuture<'a, Result<ChatResponse, ChatError>> {
-        Box::pin(self.inner.complete(messages, options, client_kwargs))
+        Box::pin(async move {
+            self.inner
+                .complete(messages, options, client_kwargs)
+                .await
+                .map_err(|e| self.inner.endpoint.redact(e))
+        })
     }
 
     fn get_streaming_response<'a>(
@@ -805,9 +862,10 @@ impl ChatClient for OpenAIClient {
         client_kwargs: &'a Kwargs,
     ) -> ChatStream<'a> {
         let open = Box::pin(self.inner.open_stream(messages, options, client_kwargs));
+        let redactor = Arc::clone(&self.inner.endpoint.redactor);
         match self.inner.api {
-            Api::ChatCompletions => drive(open, chat::ChatStreamDecoder::default()),
-            Api::Responses => drive(open, responses::ResponsesStreamDecoder::default()),
+            Api::ChatCompletions => drive(open, chat::ChatStreamDecoder::default(), redactor),
+            Api::Responses => drive(open, responses::ResponsesStreamDecoder::default(), redactor),
         }
     }
 

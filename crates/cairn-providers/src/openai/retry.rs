@@ -6,8 +6,9 @@ use reqwest::header::HeaderMap;
 
 /// When and how long to wait before retrying a failed request.
 ///
-/// Retries happen only before the first byte of a successful response: connection failures,
-/// timeouts, HTTP 408/429/5xx. The delay before retry `n` (0-based) is
+/// Retries happen only before the first byte of a successful response: connection failures
+/// (connect timeouts included), HTTP 408/429/5xx, and first-byte timeouts when
+/// [`retry_first_byte_timeouts`](Self::retry_first_byte_timeouts) is set. The delay before retry `n` (0-based) is
 /// `initial_backoff * 2^n`, capped at `max_backoff`, minus up to 25 % random jitter; a
 /// `Retry-After` (or `retry-after-ms`) header up to `max_retry_after` replaces it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -20,6 +21,10 @@ pub struct RetryPolicy {
     pub max_backoff: Duration,
     /// The longest server-requested delay that is honoured; longer ones fall back to backoff.
     pub max_retry_after: Duration,
+    /// Whether a request whose response head did not arrive within the first-byte timeout is
+    /// sent again (default false: the server has the request and may still be working on it,
+    /// and each retry would wait the whole timeout again).
+    pub retry_first_byte_timeouts: bool,
 }
 
 impl Default for RetryPolicy {
@@ -29,6 +34,7 @@ impl Default for RetryPolicy {
             initial_backoff: Duration::from_millis(500),
             max_backoff: Duration::from_secs(8),
             max_retry_after: Duration::from_secs(60),
+            retry_first_byte_timeouts: false,
         }
     }
 }
