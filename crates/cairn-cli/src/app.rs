@@ -65,7 +65,12 @@ pub fn backend(root: &Path) -> Result<SharedBackend> {
     let mut shell = LocalShellBackend::new(root)
         .map_err(|e| anyhow!("{e}"))
         .with_context(|| format!("cannot work in {}", root.display()))?
-        .with_config(ShellConfig::default());
+        .with_config(ShellConfig {
+            // Each command runs under this binary as its supervisor, so its processes die
+            // with it and with cairn (see `command_supervisor`).
+            supervisor: crate::command_supervisor(),
+            ..ShellConfig::default()
+        });
     for k in SHELL_ENV {
         if let Ok(v) = std::env::var(k) {
             shell = shell.env(*k, v);

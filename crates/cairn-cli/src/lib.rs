@@ -15,12 +15,45 @@ pub mod profile;
 pub mod render;
 
 use std::process::ExitCode;
+use std::sync::OnceLock;
+use std::time::Duration;
 
+use cairn_deep::backend::{SUPERVISE_ARG, Supervisor, supervise_main, terminate_all_commands};
 use clap::Parser;
 
+/// The exit status after `SIGTERM` (128 + 15).
+pub const EXIT_TERMINATED: u8 = 143;
+
+/// The exit status after `SIGHUP`, the terminal closing (128 + 1).
+pub const EXIT_HANGUP: u8 = 129;
+
+/// How long cairn waits, before it exits, for the processes of commands it stopped to be gone.
+const STOP_COMMANDS_WAIT: Duration = Duration::from_secs(5);
+
+static SUPERVISOR: OnceLock<Supervisor> = OnceLock::new();
+
+/// The supervisor the agent's commands run under: this very binary (`cairn __supervise
+/// /bin/sh -c CMD`), registered by [`main`]; `None` when the library is used by another
+/// program. Under it a command's processes, `setsid` children included, die when the command
+/// ends and when cairn ends, even by `SIGKILL` (see `cairn_deep::backend::supervise`).
+pub fn command_supervisor() -> Option<Supervisor> {
+    SUPERVISOR.get().cloned()
+}
+
 /// Parses the command line, runs it, and returns the exit status: 0 done, 1 the run failed,
-/// 2 bad usage (from clap), 130 interrupted.
+/// 2 bad usage (from clap), 130 interrupted, 143 `SIGTERM`, 129 `SIGHUP`.
+///
+/// Run as `cairn __supervise …` (hidden; how the shell backend starts each command) it is a
+/// command supervisor and nothing else. On Ctrl-C, `SIGTERM` and `SIGHUP`, and at every exit,
+/// the commands still running are killed, whole process trees, before cairn exits.
 pub fn main() -> ExitCode {
+    let mut args = std::env::args_os();
+    if args.nth(1).is_some_and(|a| a == SUPERVISE_ARG) {
+        return supervise_main(args);
+    }
+    if let Ok(s) = Supervisor::current_exe() {
+        let _ = SUPERVISOR.set(s);
+    }
     let cli = args::Cli::parse();
     let json = cli.global.json;
     let rt = match tokio::runtime::Builder::new_multi_thread()
@@ -33,14 +66,44 @@ pub fn main() -> ExitCode {
             return ExitCode::from(1);
         }
     };
-    let code = match rt.block_on(app::run(cli)) {
+    let code = match rt.block_on(async {
+        tokio::select! {
+            r = app::run(cli) => r,
+            code = terminated() => Ok(code),
+        }
+    }) {
         Ok(code) => code,
         Err(e) => {
             app::report_error(&e, json);
             1
         }
     };
+    // Ctrl-C, a signal, or a run that ended: kill every command still running (its whole tree)
+    // and wait until its processes are gone.
+    terminate_all_commands(STOP_COMMANDS_WAIT);
     // Do not wait for a blocked stdin reader (a question nobody answered, a chat prompt).
     rt.shutdown_background();
     ExitCode::from(code)
+}
+
+/// Resolves on `SIGTERM` or `SIGHUP` with the exit status for it, after a notice on stderr.
+async fn terminated() -> u8 {
+    #[cfg(unix)]
+    {
+        use tokio::signal::unix::{SignalKind, signal};
+        let (Ok(mut term), Ok(mut hup)) = (
+            signal(SignalKind::terminate()),
+            signal(SignalKind::hangup()),
+        ) else {
+            return std::future::pending().await;
+        };
+        let (name, code) = tokio::select! {
+            _ = term.recv() => ("SIGTERM", EXIT_TERMINATED),
+            _ = hup.recv() => ("SIGHUP", EXIT_HANGUP),
+        };
+        eprintln!("cairn: {name}: stopping the running commands");
+        code
+    }
+    #[cfg(not(unix))]
+    std::future::pending().await
 }
