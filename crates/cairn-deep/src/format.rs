@@ -19,6 +19,12 @@ pub const MAX_LISTED_PATHS: usize = 500;
 /// numbers, a tab, then the line. Lines over [`MAX_LINE_CHARS`] continue on rows `N.1`, `N.2`
 /// (they do not count against `limit`). When lines remain, a last line says where to continue.
 ///
+/// A page holds about [`MAX_READ_CHARS`] bytes of rows: it stops before a line once the budget
+/// is spent, or before a long line that would overrun it (that line then starts the next page).
+/// A line too long for a page of its own (a minified file) is cut at the budget, with a row
+/// saying how long it is, how much was shown, and how to go on: `read_file` cannot page
+/// inside one line.
+///
 /// ```
 /// use cairn_deep::format::render_page;
 /// let text = render_page("/a.txt", "one\ntwo\nthree\n", 0, 2).unwrap();
@@ -46,29 +52,50 @@ pub fn render_page(
     let mut rows: Vec<(String, &str)> = Vec::new();
     let mut chars = 0usize;
     let mut end = offset;
-    for (i, line) in lines.iter().enumerate().skip(offset).take(limit) {
-        if chars > MAX_READ_CHARS && end > offset {
+    // (line number, characters shown, characters in the line) of a line cut at the budget.
+    let mut cut: Option<(usize, usize, usize)> = None;
+    'lines: for (i, line) in lines.iter().enumerate().skip(offset).take(limit) {
+        if end > offset
+            && (chars > MAX_READ_CHARS || chars + line.len() > MAX_READ_CHARS + MAX_LINE_CHARS)
+        {
             break;
         }
         let n = i + 1;
-        for (k, chunk) in split_chars(line, MAX_LINE_CHARS).into_iter().enumerate() {
+        let mut shown = 0usize;
+        for (k, chunk) in chunks(line, MAX_LINE_CHARS).enumerate() {
+            if k > 0 && chars >= MAX_READ_CHARS {
+                cut = Some((n, shown, line.chars().count()));
+                end = i + 1;
+                break 'lines;
+            }
             let label = if k == 0 {
                 n.to_string()
             } else {
                 format!("{n}.{k}")
             };
             chars += chunk.len() + label.len() + 2;
+            shown += chunk.chars().count();
             rows.push((label, chunk));
         }
         end = i + 1;
     }
     let width = rows.iter().map(|(l, _)| l.len()).max().unwrap_or(1);
-    let mut out = String::with_capacity(chars);
+    let mut out = String::with_capacity(chars + 200);
     for (i, (label, text)) in rows.iter().enumerate() {
         if i > 0 {
             out.push('\n');
         }
         out.push_str(&format!("{label:>width$}\t{text}"));
+    }
+    if let Some((n, shown, len)) = cut {
+        out.push_str(&format!(
+            "\n[line {n} is cut: it has {len} characters and only the first {shown} are shown. read_file cannot page inside a line; find text in it with grep{}]",
+            if end < total {
+                format!(", and continue with offset={end} for the lines after it")
+            } else {
+                String::new()
+            }
+        ));
     }
     if end < total {
         out.push_str(&format!(
@@ -79,22 +106,28 @@ pub fn render_page(
     Ok(out)
 }
 
+/// Pieces of `s` of at most `max` characters (at least one piece), lazily.
+fn chunks(s: &str, max: usize) -> impl Iterator<Item = &str> {
+    let max = max.max(1);
+    let mut rest = Some(s);
+    std::iter::from_fn(move || {
+        let r = rest?;
+        match r.char_indices().nth(max) {
+            Some((i, _)) => {
+                rest = Some(&r[i..]);
+                Some(&r[..i])
+            }
+            None => {
+                rest = None;
+                Some(r)
+            }
+        }
+    })
+}
+
 /// Splits `s` into pieces of at most `max` characters (at least one piece).
 pub fn split_chars(s: &str, max: usize) -> Vec<&str> {
-    let max = max.max(1);
-    let mut out = Vec::new();
-    let mut start = 0;
-    let mut count = 0;
-    for (i, _) in s.char_indices() {
-        if count == max {
-            out.push(&s[start..i]);
-            start = i;
-            count = 0;
-        }
-        count += 1;
-    }
-    out.push(&s[start..]);
-    out
+    chunks(s, max).collect()
 }
 
 /// Cuts `s` to at most `max` characters, marking a cut with `…`.
@@ -314,5 +347,29 @@ mod tests {
             ]
         );
         assert_eq!(split_chars("héllo", 2), ["hé", "ll", "o"]);
+        assert_eq!(split_chars("", 2), [""]);
+        assert_eq!(split_chars("abcd", 2), ["ab", "cd"]);
+    }
+
+    #[test]
+    fn a_line_too_long_for_a_page_is_cut_and_says_so() {
+        let huge = "z".repeat(5 * MAX_READ_CHARS);
+        let page = render_page("/min.js", &format!("{huge}\nnext\n"), 0, 10).unwrap();
+        assert!(
+            page.len() < MAX_READ_CHARS + 2 * MAX_LINE_CHARS,
+            "{}",
+            page.len()
+        );
+        let last: Vec<&str> = page.lines().rev().take(2).collect();
+        assert_eq!(last[0], "[lines 1-1 of 2; continue with offset=1]");
+        assert!(
+            last[1]
+                .starts_with("[line 1 is cut: it has 300000 characters and only the first 60000"),
+            "{}",
+            last[1]
+        );
+        // A long line after others starts the next page instead of being cut.
+        let page = render_page("/m", &format!("a\n{huge}\n"), 0, 10).unwrap();
+        assert_eq!(page, "1\ta\n[lines 1-1 of 2; continue with offset=1]");
     }
 }
