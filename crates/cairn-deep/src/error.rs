@@ -82,6 +82,28 @@ pub enum BackendError {
         /// The limit.
         max: u64,
     },
+    /// The path is something other than a regular file or a directory (a FIFO, a socket, a
+    /// device): file tools refuse it before opening it, since reading a FIFO can block forever.
+    #[error(
+        "{path} is a {kind}, not a regular file; only regular files can be read or changed. Use another path."
+    )]
+    NotRegularFile {
+        /// The file.
+        path: String,
+        /// What it is instead ("FIFO (named pipe)", "socket", "device", …).
+        kind: String,
+    },
+    /// A write or edit through a file with more than one hard link: another link may lie
+    /// outside the workspace, and changing it would change that file too.
+    #[error(
+        "{path} has {links} hard links, and another one may be a file outside the workspace, so it cannot be changed here. Write the new content to a new file instead."
+    )]
+    HardLinked {
+        /// The file.
+        path: String,
+        /// Its link count.
+        links: u64,
+    },
     /// The backend cannot do this (for example, run commands).
     #[error("{0}")]
     Unsupported(String),
@@ -149,6 +171,14 @@ impl BackendError {
                 path: f(&path),
                 size,
                 max,
+            },
+            E::NotRegularFile { path, kind } => E::NotRegularFile {
+                path: f(&path),
+                kind,
+            },
+            E::HardLinked { path, links } => E::HardLinked {
+                path: f(&path),
+                links,
             },
             other => other,
         }

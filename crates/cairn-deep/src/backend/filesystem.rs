@@ -7,7 +7,7 @@ use cairn_core::BoxFuture;
 use ignore::WalkBuilder;
 
 use super::search::{Grep, PathGlob};
-use super::{Backend, BackendRuntime, FileInfo, GrepQuery, GrepResult};
+use super::{Backend, BackendRuntime, FileInfo, GrepQuery, GrepResult, KeyedLocks};
 use crate::error::BackendError;
 use crate::path::{join, normalize};
 
@@ -23,6 +23,31 @@ const MAX_GLOB_RESULTS: usize = 10_000;
 /// Walks (`glob`, `grep`) skip `.git`, honour `.gitignore`/`.ignore` files and do not follow
 /// symlinks out of the root. Files over [`max_file_size`](Self::max_file_size) (10 MB) are not
 /// read, and grep skips them.
+///
+/// **Only regular files** are read, written or edited: a FIFO, a socket or a device is refused
+/// ([`BackendError::NotRegularFile`]) before it is opened (a FIFO would block a read forever),
+/// and files are opened non-blocking with the type checked again on the open handle.
+///
+/// **Writes and edits are atomic.** The new content goes to a temporary file (`.cairn-*`) in
+/// the same directory, is flushed to disk (`fsync`), and is renamed over the target, which
+/// keeps the original's permission bits (and, when the process may, its owner). On any failure
+/// (a full disk, a quota, an I/O error, a kill) the original stays byte-for-byte as it was and
+/// the temporary file is removed. A new file is created with the same no-clobber rename, so a
+/// write never replaces a file that appeared meanwhile. Extended attributes and ACLs of an
+/// edited file are not carried over, and its directory must be writable.
+///
+/// **Edits of one file are serialized**: the read-modify-write of [`Backend::edit`] (and the
+/// create of [`Backend::write`]) holds a lock per canonical host path, shared by every clone of
+/// this backend, so parallel edits of one file each land (none is lost). Other processes
+/// editing the same file are not locked out.
+///
+/// **Hard links.** A hard link inside the root to a file outside it is not visible as such (it
+/// is simply a second name of the same file). Writes and edits refuse any file with more than
+/// one link ([`BackendError::HardLinked`]): they would otherwise change, or silently detach
+/// from, a file that may live outside the root. *Reading* such a file is allowed, because hard
+/// links are common inside projects (package-manager stores, `cp -al` trees) and creating one
+/// to an outside file already takes a command the user approved or a hostile archive: the
+/// jail does not keep such a file's content from the model.
 ///
 /// The checks run before each operation; a process that swaps a directory for a symlink in
 /// between (a race) is outside this backend's threat model.
@@ -42,6 +67,8 @@ const MAX_GLOB_RESULTS: usize = 10_000;
 pub struct FilesystemBackend {
     root: PathBuf,
     max_file_bytes: u64,
+    /// Per-file locks for read-modify-write, shared by clones.
+    locks: KeyedLocks<PathBuf>,
 }
 
 impl FilesystemBackend {
@@ -54,6 +81,7 @@ impl FilesystemBackend {
         Ok(FilesystemBackend {
             root,
             max_file_bytes: 10 * 1024 * 1024,
+            locks: KeyedLocks::default(),
         })
     }
 
@@ -133,26 +161,70 @@ impl FilesystemBackend {
     fn read_checked(&self, path: &str) -> Result<String, BackendError> {
         let norm = normalize(path)?;
         let host = self.resolve(&norm)?;
-        let md = match std::fs::metadata(&host) {
+        let (file, _) = self.open_regular(&norm, &host)?;
+        self.read_open(&norm, file)
+    }
+
+    /// Opens existing file `host` (virtual `norm`) for reading, refusing anything that is not
+    /// a regular file before opening it, and again on the open handle. Returns the file and
+    /// the handle's metadata.
+    fn open_regular(
+        &self,
+        norm: &str,
+        host: &Path,
+    ) -> Result<(std::fs::File, std::fs::Metadata), BackendError> {
+        let md = match std::fs::metadata(host) {
             Ok(md) => md,
-            Err(e) if e.kind() == ErrorKind::NotFound => return Err(BackendError::NotFound(norm)),
+            Err(e) if e.kind() == ErrorKind::NotFound => {
+                return Err(BackendError::NotFound(norm.to_owned()));
+            }
             Err(e) => return Err(e.into()),
         };
         if md.is_dir() {
-            return Err(BackendError::IsDirectory(norm));
+            return Err(BackendError::IsDirectory(norm.to_owned()));
         }
+        check_regular(norm, &md)?;
         if md.len() > self.max_file_bytes {
             return Err(BackendError::TooLarge {
-                path: norm,
+                path: norm.to_owned(),
                 size: md.len(),
                 max: self.max_file_bytes,
             });
         }
-        let bytes = std::fs::read(&host)?;
-        if bytes.iter().take(8192).any(|b| *b == 0) {
-            return Err(BackendError::Binary(norm));
+        let mut opts = std::fs::OpenOptions::new();
+        opts.read(true);
+        #[cfg(unix)]
+        {
+            use std::os::unix::fs::OpenOptionsExt;
+            // Should the file be swapped for a FIFO after the check, opening does not block.
+            opts.custom_flags(nonblock_flag());
         }
-        String::from_utf8(bytes).map_err(|_| BackendError::Binary(norm))
+        let file = opts.open(host).map_err(|e| match e.kind() {
+            ErrorKind::NotFound => BackendError::NotFound(norm.to_owned()),
+            _ => BackendError::Io(e),
+        })?;
+        let md = file.metadata()?;
+        check_regular(norm, &md)?;
+        Ok((file, md))
+    }
+
+    /// Reads an opened regular file as text, at most `max_file_bytes`.
+    fn read_open(&self, norm: &str, file: std::fs::File) -> Result<String, BackendError> {
+        use std::io::Read;
+        let mut bytes = Vec::new();
+        file.take(self.max_file_bytes.saturating_add(1))
+            .read_to_end(&mut bytes)?;
+        if bytes.len() as u64 > self.max_file_bytes {
+            return Err(BackendError::TooLarge {
+                path: norm.to_owned(),
+                size: bytes.len() as u64,
+                max: self.max_file_bytes,
+            });
+        }
+        if bytes.iter().take(8192).any(|b| *b == 0) {
+            return Err(BackendError::Binary(norm.to_owned()));
+        }
+        String::from_utf8(bytes).map_err(|_| BackendError::Binary(norm.to_owned()))
     }
 
     fn ls_sync(&self, path: &str) -> Result<Vec<FileInfo>, BackendError> {
@@ -183,7 +255,6 @@ impl FilesystemBackend {
     }
 
     fn write_sync(&self, path: &str, content: &str) -> Result<(), BackendError> {
-        use std::io::Write;
         let norm = normalize(path)?;
         if norm == "/" {
             return Err(BackendError::IsDirectory(norm));
@@ -196,24 +267,26 @@ impl FilesystemBackend {
                 BackendError::AlreadyExists(norm)
             });
         }
-        if let Some(parent) = host.parent() {
-            std::fs::create_dir_all(parent).map_err(|e| match e.kind() {
-                ErrorKind::NotADirectory | ErrorKind::AlreadyExists => {
-                    BackendError::NotADirectory(crate::path::parent(&norm).to_owned())
-                }
-                _ => BackendError::Io(e),
-            })?;
-        }
-        // `create_new` fails on anything already there, a symlink included.
-        let mut f = std::fs::OpenOptions::new()
-            .write(true)
-            .create_new(true)
-            .open(&host)
-            .map_err(|e| match e.kind() {
+        let parent = host
+            .parent()
+            .ok_or_else(|| BackendError::IsDirectory(norm.clone()))?;
+        std::fs::create_dir_all(parent).map_err(|e| match e.kind() {
+            ErrorKind::NotADirectory | ErrorKind::AlreadyExists => {
+                BackendError::NotADirectory(crate::path::parent(&norm).to_owned())
+            }
+            _ => BackendError::Io(e),
+        })?;
+        // Mode 0666 as `open` would give a new file; the umask applies.
+        let tmp = temp_file_in(parent, Some(0o666))?;
+        let tmp = fill_and_sync(tmp, content.as_bytes())?;
+        // The no-clobber rename fails on anything already there, a symlink included; the
+        // temporary file is removed with the error.
+        tmp.persist_noclobber(&host)
+            .map_err(|e| match e.error.kind() {
                 ErrorKind::AlreadyExists => BackendError::AlreadyExists(norm.clone()),
-                _ => BackendError::Io(e),
+                _ => BackendError::Io(e.error),
             })?;
-        f.write_all(content.as_bytes())?;
+        sync_dir(parent);
         Ok(())
     }
 
@@ -225,10 +298,23 @@ impl FilesystemBackend {
         replace_all: bool,
     ) -> Result<usize, BackendError> {
         let norm = normalize(path)?;
-        let content = self.read_checked(&norm)?;
+        let host = self.resolve(&norm)?;
+        let (file, md) = self.open_regular(&norm, &host)?;
+        check_single_link(&norm, &md)?;
+        let content = self.read_open(&norm, file)?;
         let (updated, n) = crate::format::replace(&norm, &content, old, new, replace_all)?;
-        std::fs::write(self.resolve(&norm)?, updated)?;
+        replace_atomically(&host, &md, updated.as_bytes())?;
         Ok(n)
+    }
+
+    /// The lock of the file at virtual `path` (keyed by its canonical host path).
+    async fn lock_file(
+        &self,
+        path: &str,
+    ) -> Result<tokio::sync::OwnedMutexGuard<()>, BackendError> {
+        let (me, p) = (self.clone(), path.to_owned());
+        let host = blocking(move || me.resolve(&p)).await?;
+        Ok(self.locks.lock(host).await)
     }
 
     fn walker(&self, dir: &Path) -> ignore::Walk {
@@ -336,6 +422,131 @@ fn rel_string(file: &Path, base: &Path) -> String {
         .join("/")
 }
 
+/// Refuses metadata of anything but a regular file (directories are handled by the caller).
+fn check_regular(norm: &str, md: &std::fs::Metadata) -> Result<(), BackendError> {
+    if md.is_file() {
+        return Ok(());
+    }
+    if md.is_dir() {
+        return Err(BackendError::IsDirectory(norm.to_owned()));
+    }
+    Err(BackendError::NotRegularFile {
+        path: norm.to_owned(),
+        kind: kind_name(&md.file_type()).to_owned(),
+    })
+}
+
+/// What a non-regular file is, in words.
+fn kind_name(ft: &std::fs::FileType) -> &'static str {
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::FileTypeExt;
+        if ft.is_fifo() {
+            return "FIFO (named pipe)";
+        }
+        if ft.is_socket() {
+            return "socket";
+        }
+        if ft.is_block_device() || ft.is_char_device() {
+            return "device";
+        }
+    }
+    if ft.is_symlink() {
+        return "symlink";
+    }
+    "special file"
+}
+
+/// Refuses a write through a file with several hard links (one may be outside the root).
+fn check_single_link(norm: &str, md: &std::fs::Metadata) -> Result<(), BackendError> {
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::MetadataExt;
+        if md.nlink() > 1 {
+            return Err(BackendError::HardLinked {
+                path: norm.to_owned(),
+                links: md.nlink(),
+            });
+        }
+    }
+    #[cfg(not(unix))]
+    let _ = (norm, md);
+    Ok(())
+}
+
+/// `O_NONBLOCK`, for opening without blocking on a FIFO.
+#[cfg(unix)]
+fn nonblock_flag() -> i32 {
+    rustix::fs::OFlags::NONBLOCK.bits() as i32
+}
+
+/// A new temporary file `.cairn-*.tmp` in `dir` (so the final rename stays on one
+/// filesystem), created with `mode` (umask applied) or `0600`. It is removed when dropped
+/// unless persisted.
+fn temp_file_in(dir: &Path, mode: Option<u32>) -> Result<tempfile::NamedTempFile, BackendError> {
+    let mut b = tempfile::Builder::new();
+    b.prefix(".cairn-").suffix(".tmp");
+    #[cfg(unix)]
+    if let Some(mode) = mode {
+        use std::os::unix::fs::PermissionsExt;
+        b.permissions(std::fs::Permissions::from_mode(mode));
+    }
+    #[cfg(not(unix))]
+    let _ = mode;
+    Ok(b.tempfile_in(dir)?)
+}
+
+/// Writes `bytes` to `tmp` and flushes them to disk. On an error `tmp` is dropped (removed).
+fn fill_and_sync(
+    mut tmp: tempfile::NamedTempFile,
+    bytes: &[u8],
+) -> Result<tempfile::NamedTempFile, BackendError> {
+    use std::io::Write;
+    tmp.write_all(bytes)?;
+    tmp.flush()?;
+    tmp.as_file().sync_all()?;
+    Ok(tmp)
+}
+
+/// Replaces existing file `host` (whose metadata is `md`) by `bytes`: temporary file in the
+/// same directory, same permissions (and owner when allowed), fsync, rename over. On failure
+/// `host` is untouched and the temporary file removed.
+fn replace_atomically(
+    host: &Path,
+    md: &std::fs::Metadata,
+    bytes: &[u8],
+) -> Result<(), BackendError> {
+    let dir = host
+        .parent()
+        .ok_or_else(|| BackendError::Other(format!("{} has no directory", host.display())))?;
+    let tmp = temp_file_in(dir, None)?;
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::MetadataExt;
+        // Best effort: only a privileged process may give a file away; ownership otherwise
+        // becomes the editor's, as with any editor that saves by renaming.
+        if let Ok(now) = tmp.as_file().metadata()
+            && (now.uid() != md.uid() || now.gid() != md.gid())
+        {
+            let _ = std::os::unix::fs::fchown(tmp.as_file(), Some(md.uid()), Some(md.gid()));
+        }
+    }
+    // After the chown, which may clear set-id bits.
+    tmp.as_file().set_permissions(md.permissions())?;
+    let tmp = fill_and_sync(tmp, bytes)?;
+    tmp.persist(host).map_err(|e| BackendError::Io(e.error))?;
+    sync_dir(dir);
+    Ok(())
+}
+
+/// Flushes a directory's entries (the rename) to disk; best effort, as not every filesystem
+/// supports it and the data itself is already safe.
+fn sync_dir(dir: &Path) {
+    if let Ok(d) = std::fs::File::open(dir) {
+        let _ = d.sync_all();
+    }
+}
+
 /// Runs blocking file work off the async threads.
 async fn blocking<T: Send + 'static>(
     f: impl FnOnce() -> Result<T, BackendError> + Send + 'static,
@@ -371,7 +582,14 @@ impl Backend for FilesystemBackend {
         content: &'a str,
     ) -> BoxFuture<'a, Result<(), BackendError>> {
         let (me, path, content) = (self.clone(), path.to_owned(), content.to_owned());
-        Box::pin(blocking(move || me.write_sync(&path, &content)))
+        Box::pin(async move {
+            let guard = self.lock_file(&path).await?;
+            blocking(move || {
+                let _guard = guard;
+                me.write_sync(&path, &content)
+            })
+            .await
+        })
     }
 
     fn edit<'a>(
@@ -384,9 +602,15 @@ impl Backend for FilesystemBackend {
     ) -> BoxFuture<'a, Result<usize, BackendError>> {
         let me = self.clone();
         let (path, old, new) = (path.to_owned(), old.to_owned(), new.to_owned());
-        Box::pin(blocking(move || {
-            me.edit_sync(&path, &old, &new, replace_all)
-        }))
+        Box::pin(async move {
+            let guard = self.lock_file(&path).await?;
+            blocking(move || {
+                // Held until the edit is done, even if the caller stops waiting.
+                let _guard = guard;
+                me.edit_sync(&path, &old, &new, replace_all)
+            })
+            .await
+        })
     }
 
     fn glob<'a>(

@@ -15,6 +15,8 @@
 //! [`BackendError::AlreadyExists`] when one is there: changes go through [`Backend::edit`], so a
 //! model cannot clobber a file (a memory, say) it has not read.
 
+use std::collections::HashMap;
+use std::sync::Weak;
 use std::time::Duration;
 
 use cairn_core::{AgentSession, BoxFuture, Extensions, FunctionInvocationContext, SharedStore};
@@ -285,3 +287,95 @@ pub trait Backend: Send + Sync + 'static {
 
 /// A shared, type-erased backend.
 pub type SharedBackend = std::sync::Arc<dyn Backend>;
+
+/// One async lock per key (a file), shared by every clone of the value that holds it: a
+/// backend serializes the read-modify-write of [`Backend::edit`] (and the check-then-create of
+/// [`Backend::write`]) per file with it, so two calls on one file never lose an update.
+///
+/// Entries are weak: a key's lock lives while someone holds or waits for it, and dead entries
+/// are pruned as the map grows.
+pub(crate) struct KeyedLocks<K> {
+    map: std::sync::Arc<std::sync::Mutex<HashMap<K, Weak<tokio::sync::Mutex<()>>>>>,
+}
+
+impl<K> Clone for KeyedLocks<K> {
+    fn clone(&self) -> Self {
+        KeyedLocks {
+            map: std::sync::Arc::clone(&self.map),
+        }
+    }
+}
+
+impl<K> Default for KeyedLocks<K> {
+    fn default() -> Self {
+        KeyedLocks {
+            map: std::sync::Arc::default(),
+        }
+    }
+}
+
+impl<K> std::fmt::Debug for KeyedLocks<K> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("KeyedLocks")
+    }
+}
+
+/// Live entries past which [`KeyedLocks::lock`] prunes dead ones.
+const PRUNE_AT: usize = 64;
+
+impl<K: std::hash::Hash + Eq> KeyedLocks<K> {
+    /// Waits for the lock of `key` and returns its guard (released when dropped; it may be
+    /// moved into a blocking task).
+    pub(crate) async fn lock(&self, key: K) -> tokio::sync::OwnedMutexGuard<()> {
+        let lock = {
+            // Every critical section is one map operation: a poisoned map is still consistent.
+            let mut map = self
+                .map
+                .lock()
+                .unwrap_or_else(std::sync::PoisonError::into_inner);
+            match map.get(&key).and_then(Weak::upgrade) {
+                Some(lock) => lock,
+                None => {
+                    if map.len() >= PRUNE_AT {
+                        map.retain(|_, w| w.strong_count() > 0);
+                    }
+                    let lock = std::sync::Arc::new(tokio::sync::Mutex::new(()));
+                    map.insert(key, std::sync::Arc::downgrade(&lock));
+                    lock
+                }
+            }
+        };
+        lock.lock_owned().await
+    }
+
+    /// Keys with a live lock (for tests).
+    #[cfg(test)]
+    pub(crate) fn live(&self) -> usize {
+        let map = self
+            .map
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        map.values().filter(|w| w.strong_count() > 0).count()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::KeyedLocks;
+
+    #[tokio::test]
+    async fn one_lock_per_key_shared_by_clones_and_dropped_when_unused() {
+        let locks: KeyedLocks<String> = KeyedLocks::default();
+        let other = locks.clone();
+        let g = locks.lock("/a".into()).await;
+        // The same key through a clone waits; another key does not.
+        let mut waiting = Box::pin(other.lock("/a".into()));
+        assert!(futures::poll!(waiting.as_mut()).is_pending());
+        let _b = other.lock("/b".into()).await;
+        drop(g);
+        let _g2 = waiting.await;
+        assert_eq!(locks.live(), 2);
+        drop(_b);
+        assert_eq!(locks.live(), 1);
+    }
+}

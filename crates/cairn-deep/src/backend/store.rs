@@ -5,7 +5,7 @@ use std::sync::Arc;
 use cairn_core::{BoxFuture, SearchQuery, SharedStore};
 
 use super::state::{FileData, now_ms};
-use super::{Backend, BackendRuntime, FileInfo, GrepQuery, GrepResult, virtual_fs};
+use super::{Backend, BackendRuntime, FileInfo, GrepQuery, GrepResult, KeyedLocks, virtual_fs};
 use crate::error::BackendError;
 use crate::path::normalize;
 
@@ -17,8 +17,12 @@ type NamespaceFn = dyn Fn(&BackendRuntime) -> Vec<String> + Send + Sync;
 /// The store is the one given to [`with_store`](Self::with_store), else the run's
 /// [`SharedStore`] from the extensions. The namespace defaults to `["filesystem"]`; make it per
 /// user with [`namespace_fn`](Self::namespace_fn). Items in deeper namespaces are not files of
-/// this one. `edit` reads then puts the item, so two writers editing one file at the same time
-/// can lose an update (the [`Store`](cairn_core::Store) trait has no compare-and-swap).
+/// this one.
+///
+/// `edit` reads then puts the item, and `write` checks then puts it; both hold a lock per
+/// (namespace, path), shared by every clone of this backend, so parallel edits through it never
+/// lose an update. Writers outside this backend value (another process on a shared store) are
+/// not locked out: the [`Store`](cairn_core::Store) trait has no compare-and-swap.
 ///
 /// ```
 /// use std::sync::Arc;
@@ -37,6 +41,8 @@ type NamespaceFn = dyn Fn(&BackendRuntime) -> Vec<String> + Send + Sync;
 pub struct StoreBackend {
     store: Option<SharedStore>,
     namespace: Arc<NamespaceFn>,
+    /// Per-(namespace, path) locks for read-modify-write, shared by clones.
+    locks: KeyedLocks<(Vec<String>, String)>,
 }
 
 impl std::fmt::Debug for StoreBackend {
@@ -59,6 +65,7 @@ impl StoreBackend {
         StoreBackend {
             store: None,
             namespace: Arc::new(|_| vec!["filesystem".to_owned()]),
+            locks: KeyedLocks::default(),
         }
     }
 
@@ -182,6 +189,7 @@ impl Backend for StoreBackend {
             let path = normalize(path)?;
             let store = self.store(rt)?;
             let ns = (self.namespace)(rt);
+            let _guard = self.locks.lock((ns.clone(), path.clone())).await;
             let all = self.all(&store, &ns).await?;
             virtual_fs::check_create(all.iter().map(|(p, _)| p.as_str()), &path)?;
             self.put(&store, &ns, &path, &FileData::new(content)).await
@@ -200,6 +208,7 @@ impl Backend for StoreBackend {
             let path = normalize(path)?;
             let store = self.store(rt)?;
             let ns = (self.namespace)(rt);
+            let _guard = self.locks.lock((ns.clone(), path.clone())).await;
             let mut data = self.get(&store, &ns, &path).await?;
             let (updated, n) = crate::format::replace(&path, &data.content, old, new, replace_all)?;
             data.content = updated;

@@ -6,7 +6,7 @@ use cairn_core::{FunctionInvocationContext, SharedTool, ToolOutput};
 use schemars::JsonSchema;
 use serde::Deserialize;
 
-use super::Builtin;
+use super::{Builtin, Deadline};
 use crate::backend::{BackendRuntime, GrepQuery, SharedBackend};
 use crate::format::{self, GrepOutput};
 use crate::path::normalize;
@@ -95,9 +95,10 @@ struct WriteArgs {
 
 /// `write_file`: creates a file; an existing file is an error (use `edit_file`).
 pub fn write_file_tool(backend: SharedBackend) -> SharedTool {
-    Builtin::new(
+    Builtin::with_deadline(
         "write_file",
         "Create a new file (and missing directories). Fails if the file exists; change existing files with edit_file.",
+        Deadline::Changes,
         move |a: WriteArgs, ctx| {
             let backend = backend.clone();
             async move {
@@ -129,9 +130,10 @@ struct EditArgs {
 
 /// `edit_file`: exact string replacement, unique unless `replace_all`.
 pub fn edit_file_tool(backend: SharedBackend) -> SharedTool {
-    Builtin::new(
+    Builtin::with_deadline(
         "edit_file",
         "Replace exact text in a file. old_string must match the file exactly (without read_file's line numbers) and occur once, unless replace_all is true.",
+        Deadline::Changes,
         move |a: EditArgs, ctx| {
             let backend = backend.clone();
             async move {
@@ -245,7 +247,8 @@ pub fn execute_tool(backend: SharedBackend) -> SharedTool {
     let description = format!(
         "Run a shell command (sh -c) in the workspace directory. Returns stdout, stderr lines prefixed [stderr], and the exit code. Default timeout {default_secs}s. Prefer the file tools for reading, searching and editing."
     );
-    Builtin::new("execute", &description, move |a: ExecuteArgs, _ctx| {
+    // `execute` bounds itself with the executor's timeout (up to its max), not ToolTimeout.
+    Builtin::with_deadline("execute", &description, Deadline::None, move |a: ExecuteArgs, _ctx| {
         let backend = backend.clone();
         async move {
             let Some(exec) = backend.as_executor() else {

@@ -6,9 +6,17 @@
 //! input struct and compacted (no `format`, optional fields typed without `null`). Usage
 //! details live in the descriptions, kept short. Failures are `Error: …` results that say what
 //! to do next.
+//!
+//! **Timeouts.** Every call of a built-in tool except `execute` (which has its own, per call)
+//! is bounded by a [`ToolTimeout`]: the one in the run's extensions, else
+//! [`DEFAULT_TOOL_TIMEOUT`] (60 s). A call that runs past it returns an `Error: …` result that
+//! says it timed out. Backends run blocking file work on tokio's blocking pool, which cannot be
+//! interrupted: an abandoned read finishes (or not) in the background, and an abandoned
+//! `write_file`/`edit_file` may still be applied, which its error says.
 
 use std::future::Future;
 use std::sync::Arc;
+use std::time::Duration;
 
 use cairn_core::{
     BoxFuture, FunctionInvocationContext, SharedTool, Tool, ToolError, ToolOutput, ToolSpec,
@@ -30,6 +38,52 @@ type Handler = dyn Fn(FunctionInvocationContext) -> BoxFuture<'static, Result<To
     + Send
     + Sync;
 
+/// How long a built-in tool call may run when the run sets no [`ToolTimeout`].
+pub const DEFAULT_TOOL_TIMEOUT: Duration = Duration::from_secs(60);
+
+/// The time limit of every built-in tool call but `execute`. Put one in the run's
+/// [`Extensions`](cairn_core::Extensions) to change [`DEFAULT_TOOL_TIMEOUT`].
+///
+/// ```
+/// use std::time::Duration;
+/// use cairn_deep::tools::ToolTimeout;
+/// let mut ext = cairn_core::Extensions::new();
+/// ext.insert(ToolTimeout(Duration::from_secs(10)));
+/// assert_eq!(ext.get::<ToolTimeout>(), Some(&ToolTimeout(Duration::from_secs(10))));
+/// ```
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ToolTimeout(pub Duration);
+
+impl Default for ToolTimeout {
+    fn default() -> Self {
+        ToolTimeout(DEFAULT_TOOL_TIMEOUT)
+    }
+}
+
+/// What a built-in tool's time limit is, and what its timeout error says.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Deadline {
+    /// No limit here (the tool bounds itself, as `execute` does).
+    None,
+    /// The [`ToolTimeout`]; the call only reads.
+    Reads,
+    /// The [`ToolTimeout`]; the call changes files, so it may still land after the timeout.
+    Changes,
+}
+
+impl Deadline {
+    fn message(self, tool: &str, limit: Duration) -> String {
+        match self {
+            Deadline::Changes => format!(
+                "Error: {tool} timed out after {limit:?}; the change may still be applied in the background. Check the file with read_file before trying again."
+            ),
+            _ => format!(
+                "Error: {tool} timed out after {limit:?} and was abandoned. Try a narrower path or pattern, or a smaller file."
+            ),
+        }
+    }
+}
+
 /// A built-in tool: a spec from an input type `A` and an async handler.
 pub(crate) struct Builtin {
     spec: ToolSpec,
@@ -37,7 +91,23 @@ pub(crate) struct Builtin {
 }
 
 impl Builtin {
+    /// A read-only tool, bounded by the [`ToolTimeout`].
     pub(crate) fn new<A, F, Fut>(name: &str, description: &str, f: F) -> Self
+    where
+        A: DeserializeOwned + JsonSchema + Send + 'static,
+        F: Fn(A, FunctionInvocationContext) -> Fut + Send + Sync + 'static,
+        Fut: Future<Output = ToolOutput> + Send + 'static,
+    {
+        Self::with_deadline(name, description, Deadline::Reads, f)
+    }
+
+    /// A tool with the given time limit.
+    pub(crate) fn with_deadline<A, F, Fut>(
+        name: &str,
+        description: &str,
+        deadline: Deadline,
+        f: F,
+    ) -> Self
     where
         A: DeserializeOwned + JsonSchema + Send + 'static,
         F: Fn(A, FunctionInvocationContext) -> Fut + Send + Sync + 'static,
@@ -46,13 +116,30 @@ impl Builtin {
         let f = Arc::new(f);
         let mut parameters = cairn_core::schema::schema_for::<A>();
         compact_schema(&mut parameters);
+        let tool = name.to_owned();
         Builtin {
             spec: ToolSpec::new(name, description, parameters),
             handler: Box::new(move |ctx| {
                 let f = Arc::clone(&f);
+                let tool = tool.clone();
                 Box::pin(async move {
                     let args: A = ctx.parse_arguments()?;
-                    Ok(f(args, ctx).await)
+                    if deadline == Deadline::None {
+                        return Ok(f(args, ctx).await);
+                    }
+                    let limit = ctx
+                        .extensions
+                        .get::<ToolTimeout>()
+                        .copied()
+                        .unwrap_or_default()
+                        .0;
+                    match tokio::time::timeout(limit, f(args, ctx)).await {
+                        Ok(out) => Ok(out),
+                        Err(_) => {
+                            tracing::warn!(tool = %tool, ?limit, "built-in tool call timed out");
+                            Ok(ToolOutput::error(deadline.message(&tool, limit)))
+                        }
+                    }
                 })
             }),
         }
