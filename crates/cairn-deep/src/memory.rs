@@ -4,8 +4,10 @@
 //! cached in the session's state under [`MEMORY_STATE_KEY`]) and rendered in full into the
 //! system prompt — no progressive disclosure. A path starting with `~` is a file on the host
 //! (`~` is the home directory); any other path is read through the agent's backend, where the
-//! agent can also update it with `edit_file`. A missing file is skipped; any other failure is an
-//! error naming the file.
+//! agent can also update it with `edit_file`. A missing file is skipped, and so is a file the
+//! backend refuses to reach (e.g. an `AGENTS.md` symlink that leads outside a filesystem
+//! backend's root: the agent could not read or edit it either), with a `tracing` warning; any
+//! other failure is an error naming the file.
 
 use std::path::{Path, PathBuf};
 
@@ -46,8 +48,9 @@ fn expand_home(path: &str, home: Option<&Path>) -> Option<PathBuf> {
     Some(home.join(rest.trim_start_matches('/')))
 }
 
-/// Reads the memory files; missing ones are skipped. `~` expands to `home`, or to `$HOME` when
-/// `home` is `None`.
+/// Reads the memory files; missing ones, and ones the backend refuses to reach
+/// ([`BackendError::InvalidPath`]: outside its root), are skipped. `~` expands to `home`, or to
+/// `$HOME` when `home` is `None`.
 pub async fn load_memory(
     backend: &dyn Backend,
     rt: &BackendRuntime,
@@ -77,6 +80,10 @@ pub async fn load_memory(
             match backend.read_text(rt, path).await {
                 Ok(t) => t,
                 Err(BackendError::NotFound(_)) => continue,
+                Err(e @ BackendError::InvalidPath { .. }) => {
+                    tracing::warn!(path = %path, error = %e, "memory file skipped");
+                    continue;
+                }
                 Err(e) => {
                     return Err(MemoryError {
                         path: path.clone(),
@@ -150,5 +157,32 @@ mod tests {
             "## Memory\n<agent_memory>\nFrom /AGENTS.md:\nUse tabs.\n</agent_memory>\n"
         ));
         assert!(r.ends_with("Memory files: `/AGENTS.md`."));
+    }
+
+    #[cfg(unix)]
+    #[tokio::test]
+    async fn a_memory_symlink_out_of_the_root_is_skipped() {
+        use crate::backend::FilesystemBackend;
+        let root = tempfile::tempdir().unwrap();
+        let outside = tempfile::tempdir().unwrap();
+        std::fs::write(outside.path().join("secret.md"), "outside").unwrap();
+        std::os::unix::fs::symlink(
+            outside.path().join("secret.md"),
+            root.path().join("AGENTS.md"),
+        )
+        .unwrap();
+        std::fs::write(root.path().join("NOTES.md"), "inside").unwrap();
+        let backend = FilesystemBackend::new(root.path()).unwrap();
+        let rt = BackendRuntime::default();
+        let files = load_memory(
+            &backend,
+            &rt,
+            &["/AGENTS.md".into(), "/NOTES.md".into()],
+            None,
+        )
+        .await
+        .unwrap();
+        assert_eq!(files.len(), 1);
+        assert_eq!(files[0].content, "inside");
     }
 }
