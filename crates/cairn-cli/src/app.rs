@@ -18,10 +18,16 @@ use crate::approval::{GUARDED_TOOLS, TerminalApprover};
 use crate::args::{Cli, Command};
 use crate::cap::{FileResultCap, ModelTokenCounter, TokenCounterFn, estimate_tokens};
 use crate::model::{ModelSpec, load};
-use crate::render::{HumanRenderer, JsonRenderer, Style, Summary, Tally};
+use crate::render::{HumanRenderer, JsonRenderer, Style, Summary, Tally, sanitize};
+use crate::secrets::{ScrubReport, Secrets};
 
 /// The exit status for a run stopped with Ctrl-C.
 pub const EXIT_INTERRUPTED: u8 = 130;
+
+/// The exit status when the agent asked to write, edit or run something and every such call
+/// was rejected (by the user, or because there was no terminal to ask on): the run finished,
+/// but did nothing it wanted to.
+pub const EXIT_ALL_REJECTED: u8 = 3;
 
 /// Environment variables passed to the agent's shell commands (the rest of the host environment,
 /// API keys included, is not).
@@ -99,8 +105,13 @@ pub fn build_agent(client: Arc<dyn ChatClient>, setup: &AgentSetup) -> Result<Ag
     if setup.profile.excluded_tools.contains("task") {
         b = b.general_purpose_subagent(false);
     }
-    if setup.root.join("AGENTS.md").is_file() {
-        b = b.memory("/AGENTS.md");
+    match agents_md(&setup.root) {
+        Ok(true) => b = b.memory("/AGENTS.md"),
+        Ok(false) => {}
+        Err(why) => eprintln!(
+            "{}",
+            Style::for_stderr().warn(&format!("cairn: not loading AGENTS.md: {}", sanitize(&why)))
+        ),
     }
     if let Some(counter) = &setup.counter {
         b = b.token_counter(Arc::new(ModelTokenCounter(Arc::clone(counter))));
@@ -119,6 +130,29 @@ pub fn build_agent(client: Arc<dyn ChatClient>, setup: &AgentSetup) -> Result<Ag
         b = b.approval_handler(Arc::clone(handler));
     }
     b.build().map_err(|e| anyhow!("{e}"))
+}
+
+/// Whether `root/AGENTS.md` should be loaded as memory: `Ok(true)` for a file inside the root,
+/// `Ok(false)` when there is none, `Err(why)` for one to skip with a
+/// notice — a symlink that leads outside the root (the file tools could not read it either) or
+/// dangles.
+pub fn agents_md(root: &Path) -> std::result::Result<bool, String> {
+    let root = root.canonicalize().unwrap_or_else(|_| root.to_path_buf());
+    let path = root.join("AGENTS.md");
+    let Ok(md) = std::fs::symlink_metadata(&path) else {
+        return Ok(false);
+    };
+    if !md.file_type().is_symlink() {
+        return Ok(md.is_file());
+    }
+    match path.canonicalize() {
+        Ok(target) if !target.starts_with(&root) => Err(format!(
+            "it is a symlink to {}, outside the working directory",
+            target.display()
+        )),
+        Ok(target) => Ok(target.is_file()),
+        Err(e) => Err(format!("it is a symlink that cannot be followed ({e})")),
+    }
 }
 
 /// How a turn ended.
@@ -209,7 +243,8 @@ async fn turn(
     }
 }
 
-/// Prints an error and its causes to stderr (and a JSON error line in `--json` mode).
+/// Prints an error and its causes to stderr (and a JSON error line in `--json` mode),
+/// [`sanitize`]d: errors carry text from servers and tools, and URLs with credentials.
 pub fn report_error(e: &anyhow::Error, json: bool) {
     let style = Style::for_stderr();
     let mut text = format!("{e}");
@@ -219,6 +254,7 @@ pub fn report_error(e: &anyhow::Error, json: bool) {
             text.push_str(&format!("\n  caused by: {c}"));
         }
     }
+    let text = sanitize(&text);
     if json {
         JsonRenderer::print(&serde_json::json!({"type": "error", "message": text}));
     }
@@ -235,8 +271,9 @@ fn interrupted_note(json: bool) {
     );
 }
 
-/// Runs the command line; returns the exit status.
-pub async fn run(cli: Cli) -> Result<u8> {
+/// Runs the command line with the credentials taken from the environment at start-up (see
+/// [`crate::secrets`]); returns the exit status.
+pub async fn run(cli: Cli, secrets: Secrets, scrub: ScrubReport) -> Result<u8> {
     let g = &cli.global;
     let root = match &g.root {
         Some(r) => r.clone(),
@@ -252,7 +289,7 @@ pub async fn run(cli: Cli) -> Result<u8> {
         .model
         .clone()
         .filter(|m| !m.trim().is_empty())
-        .unwrap_or_else(|| ModelSpec::default_from_env(|k| std::env::var(k).ok()));
+        .unwrap_or_else(|| ModelSpec::default_from_env(|k| secrets.var(k)));
     let spec = ModelSpec::parse(&spec_text)?;
     let err_style = Style::for_stderr();
     if !g.json && matches!(spec, ModelSpec::Local(_)) {
@@ -261,23 +298,43 @@ pub async fn run(cli: Cli) -> Result<u8> {
             err_style.dim("cairn: loading the embedded model (a few seconds) …")
         );
     }
-    let model = load(&spec, g.verbose).await?;
+    if g.verbose && !g.json {
+        let note = match (&scrub.scrub_error, &scrub.dumpable_error) {
+            (None, None) => format!(
+                "cairn: credentials taken out of the environment: {}; process not dumpable",
+                if scrub.scrubbed.is_empty() {
+                    "none set".to_owned()
+                } else {
+                    scrub.scrubbed.join(", ")
+                }
+            ),
+            (a, b) => format!(
+                "cairn: could not fully protect the credentials: {}",
+                [a.as_deref(), b.as_deref()]
+                    .into_iter()
+                    .flatten()
+                    .collect::<Vec<_>>()
+                    .join("; ")
+            ),
+        };
+        eprintln!("{}", err_style.dim(&note));
+    }
+    let model = load(&spec, g.verbose, &secrets).await?;
     if !g.json {
         eprintln!(
             "{}",
             err_style.dim(&format!(
                 "cairn · {} · {}{}",
-                model.label,
-                root.display(),
+                sanitize(&model.label),
+                sanitize(&root.display().to_string()),
                 if g.yes { " · --yes: no approvals" } else { "" }
             ))
         );
     }
-    let approver: Option<Arc<dyn ApprovalHandler>> = if g.yes {
-        None
-    } else {
-        Some(Arc::new(TerminalApprover::new(err_style)))
-    };
+    let terminal = (!g.yes).then(|| Arc::new(TerminalApprover::new(err_style)));
+    let approver: Option<Arc<dyn ApprovalHandler>> = terminal
+        .as_ref()
+        .map(|t| Arc::clone(t) as Arc<dyn ApprovalHandler>);
     let setup = AgentSetup {
         root,
         max_steps: g.max_steps,
@@ -288,7 +345,7 @@ pub async fn run(cli: Cli) -> Result<u8> {
     let agent = build_agent(Arc::clone(&model.client), &setup)?;
     let session = AgentSession::new();
 
-    match &cli.command {
+    let code = match &cli.command {
         Command::Run { .. } => {
             let task = cli.command.task().unwrap_or_default();
             if task.trim().is_empty() {
@@ -309,7 +366,24 @@ pub async fn run(cli: Cli) -> Result<u8> {
             }
         }
         Command::Chat => chat(&agent, &session, g.json, g.verbose).await,
+    }?;
+    if code == 0
+        && let Some(t) = &terminal
+        && t.all_rejected()
+    {
+        let note = format!(
+            "cairn: every file write, edit and command the agent asked for was rejected ({}), so none ran (exit status {EXIT_ALL_REJECTED})",
+            t.rejected()
+        );
+        if g.json {
+            JsonRenderer::print(
+                &serde_json::json!({"type": "all_rejected", "rejected": t.rejected()}),
+            );
+        }
+        eprintln!("{}", err_style.warn(&note));
+        return Ok(EXIT_ALL_REJECTED);
     }
+    Ok(code)
 }
 
 /// Reads one line from stdin; `None` at end of input.

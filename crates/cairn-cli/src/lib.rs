@@ -13,6 +13,7 @@ pub mod cap;
 pub mod model;
 pub mod profile;
 pub mod render;
+pub mod secrets;
 
 use std::process::ExitCode;
 use std::sync::OnceLock;
@@ -41,7 +42,8 @@ pub fn command_supervisor() -> Option<Supervisor> {
 }
 
 /// Parses the command line, runs it, and returns the exit status: 0 done, 1 the run failed,
-/// 2 bad usage (from clap), 130 interrupted, 143 `SIGTERM`, 129 `SIGHUP`.
+/// 2 bad usage (from clap), 3 every write, edit and command was rejected
+/// ([`app::EXIT_ALL_REJECTED`]), 130 interrupted, 143 `SIGTERM`, 129 `SIGHUP`.
 ///
 /// Run as `cairn __supervise …` (hidden; how the shell backend starts each command) it is a
 /// command supervisor and nothing else. On Ctrl-C, `SIGTERM` and `SIGHUP`, and at every exit,
@@ -54,6 +56,9 @@ pub fn main() -> ExitCode {
     if let Ok(s) = Supervisor::current_exe() {
         let _ = SUPERVISOR.set(s);
     }
+    // First, while no other thread exists: take the API keys out of the process environment
+    // and make the process non-dumpable (see `secrets`).
+    let (secrets, scrub) = secrets::Secrets::take();
     let cli = args::Cli::parse();
     let json = cli.global.json;
     let rt = match tokio::runtime::Builder::new_multi_thread()
@@ -68,7 +73,7 @@ pub fn main() -> ExitCode {
     };
     let code = match rt.block_on(async {
         tokio::select! {
-            r = app::run(cli) => r,
+            r = app::run(cli, secrets, scrub) => r,
             code = terminated() => Ok(code),
         }
     }) {

@@ -1,7 +1,11 @@
 //! Turning `--model provider:model` into a chat client.
 //!
-//! `local:…` is the embedded model (cairn-local); everything else goes to
-//! [`cairn_providers::client_for_model`].
+//! `local:…` is the embedded model (cairn-local); everything else goes to the provider clients
+//! of cairn-providers.
+//!
+//! API keys and base URLs do not come from the environment here: [`crate::secrets`] took them
+//! out of it at start-up, so [`remote_client`] resolves the model with a variable lookup that
+//! answers them from [`Secrets`] (and everything else from the environment).
 
 use std::path::PathBuf;
 use std::sync::Arc;
@@ -9,6 +13,9 @@ use std::sync::Arc;
 use anyhow::{Context as _, Result, anyhow, bail};
 use cairn_core::ChatClient;
 use cairn_deep::HarnessProfile;
+use cairn_providers::ResolveOptions;
+
+use crate::secrets::Secrets;
 
 /// The model of `openai:` when `OPENAI_MODEL` is not set.
 pub const DEFAULT_OPENAI_MODEL: &str = "gpt-4.1";
@@ -115,11 +122,12 @@ impl std::fmt::Debug for LoadedModel {
     }
 }
 
-/// Loads the model of `spec` (for `local:` this reads the GGUF file: seconds).
-pub async fn load(spec: &ModelSpec, verbose: bool) -> Result<LoadedModel> {
+/// Loads the model of `spec` (for `local:` this reads the GGUF file: seconds); remote clients
+/// get their keys and base URLs from `secrets`.
+pub async fn load(spec: &ModelSpec, verbose: bool, secrets: &Secrets) -> Result<LoadedModel> {
     match spec {
         ModelSpec::Remote(s) => {
-            let client = cairn_providers::client_for_model(s)
+            let client = remote_client(s, secrets)
                 .map_err(|e| anyhow!("{e}"))
                 .with_context(|| format!("cannot use the model {s}"))?;
             Ok(LoadedModel {
@@ -131,6 +139,17 @@ pub async fn load(spec: &ModelSpec, verbose: bool) -> Result<LoadedModel> {
         }
         ModelSpec::Local(l) => load_local(l, verbose).await,
     }
+}
+
+/// The client for a remote `provider:model`, configured as
+/// [`cairn_providers::client_for_model`] would be from the environment, except that the
+/// credentials (keys, base URLs) come from `secrets`: they are no longer in the environment.
+pub fn remote_client(
+    spec: &str,
+    secrets: &Secrets,
+) -> Result<Arc<dyn ChatClient>, cairn_core::ChatError> {
+    let lookup = |k: &str| secrets.var(k);
+    cairn_providers::client_for_model_with(spec, &ResolveOptions::new().lookup(&lookup))
 }
 
 /// The GGUF file of a local spec, or an error that says how to get it.
@@ -239,5 +258,25 @@ mod tests {
         assert_eq!(ModelSpec::default_from_env(env), "openai:m");
         let env = |k: &str| (k == "OPENAI_API_KEY").then(|| "k".to_owned());
         assert_eq!(ModelSpec::default_from_env(env), "openai:gpt-4.1");
+    }
+
+    #[test]
+    fn remote_clients_take_keys_from_the_secrets() {
+        let none = Secrets::default();
+        let e = remote_client("anthropic:m", &none).err().unwrap();
+        assert!(e.to_string().contains("ANTHROPIC_API_KEY"), "{e}");
+        let e = remote_client("openai:m", &none).err().unwrap();
+        assert!(e.to_string().contains("OPENAI_API_KEY"), "{e}");
+        let s = Secrets::from_pairs([
+            ("ANTHROPIC_API_KEY", "k"),
+            ("GOOGLE_API_KEY", "k"),
+            ("OPENAI_BASE_URL", "http://127.0.0.1:9/v1"),
+        ]);
+        assert!(remote_client("anthropic:m", &s).is_ok());
+        assert!(remote_client("gemini:m", &s).is_ok());
+        assert!(remote_client("ollama:m", &none).is_ok());
+        let c = remote_client("openai:m", &s).unwrap();
+        assert_eq!(c.describe(), "openai:m");
+        assert!(remote_client("nosuch:m", &s).is_err());
     }
 }

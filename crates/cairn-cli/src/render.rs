@@ -1,5 +1,6 @@
 //! Showing a run as it happens: human text (with light formatting) or one JSON event per line.
 
+use std::borrow::Cow;
 use std::collections::{BTreeMap, HashMap};
 use std::io::{IsTerminal, Write};
 use std::time::Duration;
@@ -65,17 +66,71 @@ impl Style {
     }
 }
 
-/// `s` on one line (line breaks shown as `⏎`), at most `max` characters (then `…`).
+/// Whether printing `c` raw could move the cursor, erase, recolor or reorder what a terminal
+/// shows: every control character except the line feed (C0 including tab and carriage return,
+/// DEL, C1 — `char::is_control`), the bidirectional embeddings, overrides and isolates
+/// (U+202A–U+202E, U+2066–U+2069), the bidi marks (U+200E, U+200F, U+061C) and the Unicode line
+/// and paragraph separators (U+2028, U+2029).
+pub fn is_unsafe_char(c: char) -> bool {
+    c != '\n'
+        && (c.is_control()
+            || matches!(
+                c,
+                '\u{202a}'..='\u{202e}'
+                    | '\u{2066}'..='\u{2069}'
+                    | '\u{200e}'
+                    | '\u{200f}'
+                    | '\u{061c}'
+                    | '\u{2028}'
+                    | '\u{2029}'
+            ))
+}
+
+/// Whether `s` holds a character [`sanitize`] escapes.
+pub fn has_unsafe_chars(s: &str) -> bool {
+    s.chars().any(is_unsafe_char)
+}
+
+/// The visible escape of an unsafe character: `\t`, `\r`, `\x1b` (below U+0080), `\u{9b}`,
+/// `\u{202e}` (above).
+pub fn escape_char(c: char) -> String {
+    match c {
+        '\t' => "\\t".to_owned(),
+        '\r' => "\\r".to_owned(),
+        c if (c as u32) < 0x80 => format!("\\x{:02x}", c as u32),
+        c => format!("\\u{{{:x}}}", c as u32),
+    }
+}
+
+/// Text that came from the model, a tool or a server, made safe to print on a terminal: every
+/// [`is_unsafe_char`] replaced by its visible escape ([`escape_char`]; line feeds stay), and
+/// every registered secret and URL password redacted ([`crate::secrets::redact`]).
+///
+/// This is the one sanitizer of the CLI's human output: streamed text and reasoning, tool-call
+/// summaries, result previews, paths, todo items, subagent names, approvals and errors all go
+/// through it (or through [`one_line`], which uses it). Styling (our own colors) is applied
+/// after it. `--json` output needs no escaping (JSON escapes control characters) but is
+/// redacted too.
+pub fn sanitize(s: &str) -> String {
+    let s = crate::secrets::redact(s);
+    if !has_unsafe_chars(&s) {
+        return s.into_owned();
+    }
+    let mut out = String::with_capacity(s.len() + 16);
+    for c in s.chars() {
+        if is_unsafe_char(c) {
+            out.push_str(&escape_char(c));
+        } else {
+            out.push(c);
+        }
+    }
+    out
+}
+
+/// `s` [`sanitize`]d on one line (line breaks shown as `⏎`, tabs as spaces), at most `max`
+/// characters (then `…`).
 pub fn one_line(s: &str, max: usize) -> String {
-    let flat: String = s
-        .trim()
-        .chars()
-        .map(|c| match c {
-            '\n' => '⏎',
-            '\r' | '\t' => ' ',
-            c => c,
-        })
-        .collect();
+    let flat = sanitize(&s.trim().replace('\t', " ")).replace('\n', "⏎");
     if flat.chars().count() <= max {
         flat
     } else {
@@ -83,6 +138,34 @@ pub fn one_line(s: &str, max: usize) -> String {
         t.push('…');
         t
     }
+}
+
+/// `s` with each tab replaced by the spaces up to the next multiple of 4 columns (counted from
+/// the last line break), for showing text whose tabs are layout, not content.
+pub fn expand_tabs(s: &str) -> Cow<'_, str> {
+    if !s.contains('\t') {
+        return Cow::Borrowed(s);
+    }
+    let mut out = String::with_capacity(s.len() + 16);
+    let mut col = 0usize;
+    for c in s.chars() {
+        match c {
+            '\t' => {
+                let n = 4 - col % 4;
+                out.extend(std::iter::repeat_n(' ', n));
+                col += n;
+            }
+            '\n' => {
+                out.push(c);
+                col = 0;
+            }
+            c => {
+                out.push(c);
+                col += 1;
+            }
+        }
+    }
+    Cow::Owned(out)
 }
 
 /// `n` with thousands separators.
@@ -274,11 +357,14 @@ impl HumanRenderer {
             let head = format!(
                 "{}┌ subagent {}",
                 "  ".repeat(self.namespace.len()),
-                if who.is_empty() {
-                    self.namespace.join(" › ")
-                } else {
-                    who
-                }
+                one_line(
+                    &if who.is_empty() {
+                        self.namespace.join(" › ")
+                    } else {
+                        who
+                    },
+                    200
+                )
             );
             let head = self.style.dim(&head);
             self.buf.push_str(&head);
@@ -317,7 +403,7 @@ impl HumanRenderer {
         if u.metadata.source != self.source {
             self.source = u.metadata.source.clone();
             if let Some(src) = &self.source {
-                let note = self.style.dim(&format!("… {src} …"));
+                let note = self.style.dim(&format!("… {} …", one_line(src, 200)));
                 self.line(&note);
             }
         }
@@ -326,9 +412,9 @@ impl HumanRenderer {
         }
         let ns = u.metadata.namespace.clone();
         match &u.event {
-            UpdateEvent::TextDelta { text } => self.text(text),
+            UpdateEvent::TextDelta { text } => self.text(&sanitize(&expand_tabs(text))),
             UpdateEvent::ReasoningDelta { text } if self.verbose => {
-                let t = self.style.dim(text);
+                let t = self.style.dim(&sanitize(&expand_tabs(text)));
                 self.text(&t);
             }
             UpdateEvent::ToolCallStart {
@@ -386,7 +472,7 @@ impl HumanRenderer {
             let t = m.text();
             if !t.is_empty() {
                 self.newline_if_needed();
-                self.text(&t);
+                self.text(&sanitize(&expand_tabs(&t)));
                 self.newline_if_needed();
             }
         } else if self.verbose {
@@ -449,20 +535,25 @@ pub fn lines(n: usize) -> String {
     }
 }
 
-/// A tool call in short, e.g. `write_file /hello.py (3 lines)` or `$ python3 hello.py`.
+/// A tool call in short, e.g. `write_file /hello.py (3 lines)` or `$ python3 hello.py`,
+/// [`sanitize`]d.
 pub fn call_summary(name: &str, arguments: &str, max: usize) -> String {
+    sanitize(&call_summary_raw(name, arguments, max))
+}
+
+fn call_summary_raw(name: &str, arguments: &str, max: usize) -> String {
+    let name = one_line(name, 100);
     let args: Value = serde_json::from_str(arguments).unwrap_or(Value::Null);
     let s = |k: &str| args.get(k).and_then(Value::as_str);
-    let short = match name {
+    let short = match name.as_str() {
         "write_file" => s("path").map(|p| {
             let n = s("content").map_or(0, |c| c.lines().count());
-            format!("{p} ({})", lines(n))
+            format!("{} ({})", one_line(p, max), lines(n))
         }),
-        "edit_file" => s("path").map(str::to_owned),
-        "read_file" | "ls" => s("path").map(str::to_owned),
+        "edit_file" | "read_file" | "ls" => s("path").map(|p| one_line(p, max)),
         "execute" => s("command").map(|c| format!("$ {}", one_line(c, max))),
         "grep" | "glob" => s("pattern").map(|p| match s("path") {
-            Some(path) => format!("{p:?} in {path}"),
+            Some(path) => format!("{p:?} in {}", one_line(path, max)),
             None => format!("{p:?}"),
         }),
         "write_todos" => args
@@ -470,7 +561,7 @@ pub fn call_summary(name: &str, arguments: &str, max: usize) -> String {
             .and_then(Value::as_array)
             .map(|t| format!("({} items)", t.len())),
         "task" => s("description").map(|d| {
-            let who = s("subagent_type").unwrap_or("subagent");
+            let who = one_line(s("subagent_type").unwrap_or("subagent"), 100);
             format!("{who}: {}", one_line(d, max))
         }),
         _ => None,
@@ -525,10 +616,13 @@ impl JsonRenderer {
         Self::print(&serde_json::to_value(u).unwrap_or(Value::Null));
     }
 
-    /// Prints one JSON value as one line.
+    /// Prints one JSON value as one line, with secrets and URL credentials redacted
+    /// ([`crate::secrets::redact`]; JSON already escapes control characters).
     pub fn print(v: &Value) {
+        let line = v.to_string();
+        let line = crate::secrets::redact(&line);
         let mut out = std::io::stdout().lock();
-        let _ = writeln!(out, "{v}");
+        let _ = writeln!(out, "{line}");
         let _ = out.flush();
     }
 

@@ -151,7 +151,8 @@ fn without_a_terminal_and_without_yes_writes_are_rejected() {
         .args(["run", "-m", "openai:fake", "create hello.py"])
         .write_stdin("a\n")
         .assert()
-        .success()
+        // Every guarded call was rejected: the run did nothing it wanted to (#16 item 17).
+        .code(3)
         .stderr(predicate::str::contains("run with --yes"))
         .stdout(predicate::str::contains("✗"));
     assert!(!dir.path().join("hello.py").exists());

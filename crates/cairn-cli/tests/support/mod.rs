@@ -26,6 +26,8 @@ pub struct FakeOpenAI {
     pub base_url: String,
     /// The JSON bodies received.
     pub requests: Arc<Mutex<Vec<Value>>>,
+    /// The header lines of each request received (`Name: value`).
+    pub headers: Arc<Mutex<Vec<Vec<String>>>>,
 }
 
 impl FakeOpenAI {
@@ -34,21 +36,25 @@ impl FakeOpenAI {
         let listener = TcpListener::bind("127.0.0.1:0").unwrap();
         let port = listener.local_addr().unwrap().port();
         let requests = Arc::new(Mutex::new(Vec::new()));
+        let headers = Arc::new(Mutex::new(Vec::new()));
         let script: Arc<Script> = Arc::new(script);
         let log = Arc::clone(&requests);
+        let head_log = Arc::clone(&headers);
         std::thread::spawn(move || {
             for conn in listener.incoming() {
                 let Ok(conn) = conn else { continue };
                 let script = Arc::clone(&script);
                 let log = Arc::clone(&log);
+                let head_log = Arc::clone(&head_log);
                 std::thread::spawn(move || {
-                    let _ = serve(conn, script.as_ref(), &log);
+                    let _ = serve(conn, script.as_ref(), &log, &head_log);
                 });
             }
         });
         FakeOpenAI {
             base_url: format!("http://127.0.0.1:{port}/v1"),
             requests,
+            headers,
         }
     }
 
@@ -89,13 +95,19 @@ pub fn last_tool_result(body: &Value) -> Option<String> {
         .and_then(|m| m["content"].as_str().map(str::to_owned))
 }
 
-fn serve(conn: TcpStream, script: &Script, log: &Mutex<Vec<Value>>) -> std::io::Result<()> {
+fn serve(
+    conn: TcpStream,
+    script: &Script,
+    log: &Mutex<Vec<Value>>,
+    head_log: &Mutex<Vec<Vec<String>>>,
+) -> std::io::Result<()> {
     conn.set_nodelay(true)?;
     let mut reader = BufReader::new(conn.try_clone()?);
     let mut conn = conn;
     loop {
         // Request line and headers.
         let mut length = 0usize;
+        let mut heads = Vec::new();
         let mut line = String::new();
         if reader.read_line(&mut line)? == 0 {
             return Ok(());
@@ -109,6 +121,7 @@ fn serve(conn: TcpStream, script: &Script, log: &Mutex<Vec<Value>>) -> std::io::
             if h.is_empty() {
                 break;
             }
+            heads.push(h.to_owned());
             if let Some((k, v)) = h.split_once(':')
                 && k.eq_ignore_ascii_case("content-length")
             {
@@ -119,6 +132,7 @@ fn serve(conn: TcpStream, script: &Script, log: &Mutex<Vec<Value>>) -> std::io::
         reader.read_exact(&mut body)?;
         let body: Value = serde_json::from_slice(&body).unwrap_or(Value::Null);
         log.lock().unwrap().push(body.clone());
+        head_log.lock().unwrap().push(heads);
         let reply = script(&body);
         let streaming = body["stream"] == true;
         let (content_type, payload) = if streaming {

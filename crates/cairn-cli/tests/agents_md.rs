@@ -1,0 +1,56 @@
+//! An `AGENTS.md` symlink that leads outside the root is skipped with a notice instead of
+//! failing the run (issue #16 item 17). Hermetic: a fake OpenAI server on 127.0.0.1.
+
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+mod support;
+
+use assert_cmd::Command;
+use support::{FakeOpenAI, Reply};
+
+#[cfg(unix)]
+#[test]
+fn an_agents_md_symlink_out_of_the_root_is_skipped_with_a_notice() {
+    let server = FakeOpenAI::start(|_| Reply::Text("fine".into()));
+    let dir = tempfile::tempdir().unwrap();
+    let outside = tempfile::tempdir().unwrap();
+    std::fs::write(outside.path().join("private.md"), "OUTSIDE-SECRET").unwrap();
+    std::os::unix::fs::symlink(
+        outside.path().join("private.md"),
+        dir.path().join("AGENTS.md"),
+    )
+    .unwrap();
+    let out = Command::cargo_bin("cairn")
+        .unwrap()
+        .current_dir(dir.path())
+        .env_clear()
+        .env("OPENAI_BASE_URL", &server.base_url)
+        .env("NO_COLOR", "1")
+        .args(["run", "-y", "-m", "openai:fake", "hello"])
+        .timeout(std::time::Duration::from_secs(60))
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{stderr}");
+    assert!(stderr.contains("not loading AGENTS.md"), "{stderr}");
+    assert!(String::from_utf8_lossy(&out.stdout).contains("fine"));
+    let bodies = server.bodies();
+    assert!(!bodies[0].to_string().contains("OUTSIDE-SECRET"));
+}
+
+#[test]
+fn an_agents_md_inside_the_root_is_loaded() {
+    let server = FakeOpenAI::start(|_| Reply::Text("fine".into()));
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::write(dir.path().join("AGENTS.md"), "Use tabs, MEMORY-MARK.").unwrap();
+    Command::cargo_bin("cairn")
+        .unwrap()
+        .current_dir(dir.path())
+        .env_clear()
+        .env("OPENAI_BASE_URL", &server.base_url)
+        .args(["run", "-y", "-m", "openai:fake", "hello"])
+        .timeout(std::time::Duration::from_secs(60))
+        .assert()
+        .success();
+    assert!(server.bodies()[0].to_string().contains("MEMORY-MARK"));
+}
