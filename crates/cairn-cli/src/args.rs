@@ -1,7 +1,9 @@
 //! The command line: flags, subcommands and help texts (clap derive).
 
 use std::path::PathBuf;
+use std::time::Duration;
 
+use cairn_providers::HttpOptions;
 use clap::{Args, Parser, Subcommand};
 
 const ABOUT: &str = "Run a deep agent on the files of a directory.";
@@ -98,6 +100,48 @@ pub struct GlobalArgs {
     /// Show more: the model's reasoning, longer arguments and results, and setup details.
     #[arg(long, short = 'v', global = true)]
     pub verbose: bool,
+
+    /// Seconds to wait for a connection to a remote model server
+    /// [default: $CAIRN_CONNECT_TIMEOUT, else 10]
+    #[arg(long, global = true, value_name = "SECS", value_parser = parse_timeout)]
+    pub connect_timeout: Option<Duration>,
+
+    /// Seconds to wait for a remote model server to start answering a request (not retried)
+    /// [default: $CAIRN_TIMEOUT, else 300]
+    #[arg(long, global = true, value_name = "SECS", value_parser = parse_timeout)]
+    pub timeout: Option<Duration>,
+
+    /// Seconds a remote model server may stay silent in the middle of an answer
+    /// [default: $CAIRN_IDLE_TIMEOUT, else 120]
+    #[arg(long, global = true, value_name = "SECS", value_parser = parse_timeout)]
+    pub idle_timeout: Option<Duration>,
+}
+
+/// A timeout flag's value: a positive number of seconds (`30`, `0.5`).
+fn parse_timeout(text: &str) -> Result<Duration, String> {
+    cairn_providers::http_options::parse_seconds(text)
+}
+
+impl GlobalArgs {
+    /// The HTTP options of remote model clients: the `CAIRN_CONNECT_TIMEOUT`, `CAIRN_TIMEOUT`
+    /// and `CAIRN_IDLE_TIMEOUT` variables `lookup` finds (else the defaults), overridden by the
+    /// `--connect-timeout`, `--timeout` and `--idle-timeout` flags.
+    pub fn http_options(
+        &self,
+        lookup: impl Fn(&str) -> Option<String>,
+    ) -> Result<HttpOptions, cairn_core::ChatError> {
+        let mut o = HttpOptions::from_lookup(lookup)?;
+        if let Some(t) = self.connect_timeout {
+            o.connect_timeout = t;
+        }
+        if let Some(t) = self.timeout {
+            o.first_byte_timeout = t;
+        }
+        if let Some(t) = self.idle_timeout {
+            o.idle_timeout = t;
+        }
+        Ok(o)
+    }
 }
 
 /// The subcommands.
@@ -122,6 +166,47 @@ impl Command {
         match self {
             Command::Run { task } => Some(task.join(" ")),
             Command::Chat => None,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn timeout_flags_override_the_environment() {
+        let cli = Cli::try_parse_from([
+            "cairn",
+            "--timeout",
+            "1.5",
+            "run",
+            "--idle-timeout",
+            "7",
+            "task",
+        ])
+        .unwrap();
+        let env = |k: &str| match k {
+            "CAIRN_TIMEOUT" => Some("99".to_owned()),
+            "CAIRN_CONNECT_TIMEOUT" => Some("3".to_owned()),
+            _ => None,
+        };
+        let o = cli.global.http_options(env).unwrap();
+        assert_eq!(o.first_byte_timeout, Duration::from_millis(1500));
+        assert_eq!(o.idle_timeout, Duration::from_secs(7));
+        assert_eq!(o.connect_timeout, Duration::from_secs(3));
+        let o = cli.global.http_options(|_| None).unwrap();
+        assert_eq!(o.connect_timeout, HttpOptions::default().connect_timeout);
+        assert!(
+            cli.global
+                .http_options(|k| (k == "CAIRN_IDLE_TIMEOUT").then(|| "x".into()))
+                .is_err()
+        );
+        for bad in ["0", "-2", "soon"] {
+            assert!(
+                Cli::try_parse_from(["cairn", "--connect-timeout", bad, "chat"]).is_err(),
+                "{bad}"
+            );
         }
     }
 }
