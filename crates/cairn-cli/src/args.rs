@@ -13,8 +13,10 @@ Run a deep agent on the files of a directory.
 
 The agent plans with a todo list, reads, writes and edits files under the working directory \
 (--root, default: the current directory) and runs shell commands there. Before it writes a file, \
-edits a file or runs a command, cairn asks you to approve, edit or reject the call (--yes skips \
-the questions).
+edits a file or runs a command, cairn shows the whole call (control characters escaped) and asks \
+you to approve, edit or reject it (--yes skips the questions). Without a terminal to ask on, \
+every such call is rejected. Commands run as you, with your permissions: they are not confined \
+to the directory.
 
 It runs on the embedded local model (no API key, no server: fetch the weights once with \
 scripts/fetch-model.sh) or on any OpenAI-compatible or Ollama endpoint (--model).";
@@ -43,7 +45,9 @@ Model selection (--model, or CAIRN_MODEL):
   Default: openai:$OPENAI_MODEL when OPENAI_API_KEY or OPENAI_BASE_URL is set, else local:.
   The embedded model's weights are fetched and verified once by scripts/fetch-model.sh (1.1 GB).
 
-Exit status: 0 done, 1 the run failed, 2 bad usage, 130 interrupted (Ctrl-C).";
+Exit status: 0 done, 1 the run failed, 2 bad usage, 3 the agent asked to write, edit or run \
+something and every such call was rejected (so nothing it wanted to change was changed), \
+130 interrupted (Ctrl-C), 143 SIGTERM, 129 SIGHUP.";
 
 /// `cairn`: run a deep agent on the current directory.
 #[derive(Debug, Parser)]
@@ -87,7 +91,10 @@ pub struct GlobalArgs {
     #[arg(long, global = true)]
     pub json: bool,
 
-    /// The directory the agent works in; it cannot read or write files outside it
+    /// The directory the agent works in: its file tools (read, write, edit, ls, grep, glob)
+    /// cannot reach files outside it through paths or symlinks (a hard link to an outside file
+    /// can be read, not written); `execute` runs shell commands there with your permissions, and
+    /// a command can reach anything you can
     /// [default: the current directory]
     #[arg(long, global = true, value_name = "DIR")]
     pub root: Option<PathBuf>,

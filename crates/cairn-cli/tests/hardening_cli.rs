@@ -1,5 +1,7 @@
-//! An `AGENTS.md` symlink that leads outside the root is skipped with a notice instead of
-//! failing the run (issue #16 item 17). Hermetic: a fake OpenAI server on 127.0.0.1.
+//! Issue #16 item 17: an `AGENTS.md` symlink that leads outside the root is skipped with a
+//! notice instead of failing the run; `--help` says what `--root` confines and documents the
+//! exit status of a run whose guarded calls were all rejected. Hermetic: a fake OpenAI server on
+//! 127.0.0.1.
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
@@ -53,4 +55,27 @@ fn an_agents_md_inside_the_root_is_loaded() {
         .assert()
         .success();
     assert!(server.bodies()[0].to_string().contains("MEMORY-MARK"));
+}
+
+#[test]
+fn help_says_what_root_confines_and_documents_exit_status_3() {
+    let out = Command::cargo_bin("cairn")
+        .unwrap()
+        .arg("--help")
+        .output()
+        .unwrap();
+    let help = String::from_utf8_lossy(&out.stdout);
+    assert!(out.status.success());
+    assert!(
+        help.contains("3 the agent asked to write, edit or run"),
+        "{help}"
+    );
+    assert!(
+        help.contains("a command can reach anything you can"),
+        "{help}"
+    );
+    assert!(
+        !help.contains("it cannot read or write files outside it"),
+        "{help}"
+    );
 }
