@@ -319,7 +319,7 @@ pub async fn run(cli: Cli, secrets: Secrets, scrub: ScrubReport) -> Result<u8> {
         };
         eprintln!("{}", err_style.dim(&note));
     }
-    let model = load(&spec, g.verbose, &secrets).await?;
+    let model = load(&spec, g, &secrets).await?;
     if !g.json {
         eprintln!(
             "{}",

@@ -13,8 +13,9 @@ use std::sync::Arc;
 use anyhow::{Context as _, Result, anyhow, bail};
 use cairn_core::ChatClient;
 use cairn_deep::HarnessProfile;
-use cairn_providers::ResolveOptions;
+use cairn_providers::{HttpOptions, ResolveOptions};
 
+use crate::args::GlobalArgs;
 use crate::secrets::Secrets;
 
 /// The model of `openai:` when `OPENAI_MODEL` is not set.
@@ -123,11 +124,15 @@ impl std::fmt::Debug for LoadedModel {
 }
 
 /// Loads the model of `spec` (for `local:` this reads the GGUF file: seconds); remote clients
-/// get their keys and base URLs from `secrets`.
-pub async fn load(spec: &ModelSpec, verbose: bool, secrets: &Secrets) -> Result<LoadedModel> {
+/// get their keys and base URLs from `secrets`, and their timeouts from the flags of `g` over
+/// the `CAIRN_*` timeout variables (see [`GlobalArgs::http_options`]).
+pub async fn load(spec: &ModelSpec, g: &GlobalArgs, secrets: &Secrets) -> Result<LoadedModel> {
     match spec {
         ModelSpec::Remote(s) => {
-            let client = remote_client(s, secrets)
+            let http = g
+                .http_options(|k| secrets.var(k))
+                .map_err(|e| anyhow!("{e}"))?;
+            let client = remote_client_with(s, secrets, http)
                 .map_err(|e| anyhow!("{e}"))
                 .with_context(|| format!("cannot use the model {s}"))?;
             Ok(LoadedModel {
@@ -137,7 +142,7 @@ pub async fn load(spec: &ModelSpec, verbose: bool, secrets: &Secrets) -> Result<
                 counter: None,
             })
         }
-        ModelSpec::Local(l) => load_local(l, verbose).await,
+        ModelSpec::Local(l) => load_local(l, g.verbose).await,
     }
 }
 
@@ -150,6 +155,16 @@ pub fn remote_client(
 ) -> Result<Arc<dyn ChatClient>, cairn_core::ChatError> {
     let lookup = |k: &str| secrets.var(k);
     cairn_providers::client_for_model_with(spec, &ResolveOptions::new().lookup(&lookup))
+}
+
+/// [`remote_client`] with these timeouts and caps.
+pub fn remote_client_with(
+    spec: &str,
+    secrets: &Secrets,
+    http: HttpOptions,
+) -> Result<Arc<dyn ChatClient>, cairn_core::ChatError> {
+    let lookup = |k: &str| secrets.var(k);
+    cairn_providers::client_for_model_with(spec, &ResolveOptions::new().lookup(&lookup).http(http))
 }
 
 /// The GGUF file of a local spec, or an error that says how to get it.
@@ -278,5 +293,39 @@ mod tests {
         let c = remote_client("openai:m", &s).unwrap();
         assert_eq!(c.describe(), "openai:m");
         assert!(remote_client("nosuch:m", &s).is_err());
+    }
+
+    #[test]
+    fn remote_clients_use_the_timeouts_given() {
+        // A server that accepts and never answers.
+        let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        let port = listener.local_addr().unwrap().port();
+        std::thread::spawn(move || {
+            let mut held = Vec::new();
+            while let Ok((sock, _)) = listener.accept() {
+                held.push(sock);
+            }
+        });
+        let s = Secrets::from_pairs([("OPENAI_BASE_URL", format!("http://127.0.0.1:{port}/v1"))]);
+        let http = HttpOptions {
+            first_byte_timeout: std::time::Duration::from_millis(300),
+            ..Default::default()
+        };
+        let c = remote_client_with("openai:m", &s, http).unwrap();
+        let rt = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .unwrap();
+        let started = std::time::Instant::now();
+        let e = rt
+            .block_on(c.get_response(
+                &[cairn_core::Message::user("go")],
+                &cairn_core::ChatOptions::default(),
+                &cairn_core::Kwargs::new(),
+                &cairn_core::Kwargs::new(),
+            ))
+            .unwrap_err();
+        assert_eq!(e.kind(), cairn_core::ChatErrorKind::Timeout, "{e}");
+        assert!(started.elapsed() < std::time::Duration::from_secs(10));
     }
 }
