@@ -662,4 +662,22 @@ mod tests {
             "a\n    b\n    (+1 more lines)"
         );
     }
+
+    #[test]
+    fn sanitize_escapes_every_control_and_bidi_character() {
+        assert_eq!(
+            sanitize("a\x1b]0;t\x07b\r\tc\x08\x7f\u{9b}2J\u{202e}\u{2066}\u{200f}\nd"),
+            r"a\x1b]0;t\x07b\r\tc\x08\x7f\u{9b}2J\u{202e}\u{2066}\u{200f}".to_owned() + "\nd"
+        );
+        assert_eq!(sanitize("plain ünïcode ✓ 漢字"), "plain ünïcode ✓ 漢字");
+        assert!(!has_unsafe_chars("line\nbreak"));
+        // One-line forms and call summaries go through it too.
+        assert_eq!(one_line("x\x1b[2Jy\tz", 20), r"x\x1b[2Jy z");
+        assert_eq!(
+            call_summary("read_file", r#"{"path":"/a\u001b]52;c;eA==\u0007"}"#, 100),
+            r"read_file /a\x1b]52;c;eA==\x07"
+        );
+        assert_eq!(call_summary("x\u{1b}[31m", "", 100), r"x\x1b[31m");
+        assert_eq!(expand_tabs("a\tb\n\tc"), "a   b\n    c");
+    }
 }
