@@ -48,7 +48,7 @@
 //! - The body of an error answer (a non-2xx status) is read only up to [`ERROR_BODY_BYTES`]
 //!   and for at most the idle timeout; the message is built from that prefix.
 //!
-//! Going over a cap is a [`ChatErrorKind::Decode`](cairn_core::ChatErrorKind::Decode) error
+//! Going over a cap is a [`ChatErrorKind::Decode`] error
 //! whose message names the cap and how to raise it; it is not retried.
 
 use std::time::Duration;

@@ -3,7 +3,7 @@
 //! A provider's error body may echo the request back, API key included ("Incorrect API key
 //! provided: sk-…"), and a base URL may carry `user:password@`. Every error a client returns
 //! (HTTP statuses, transport failures, decode errors quoting the body, in-stream errors) goes
-//! through the client's [`Redactor`] before it leaves the crate or is logged: each occurrence
+//! through the client's redactor before it leaves the crate or is logged: each occurrence
 //! of the configured API key (and of the values of configured headers whose names suggest a
 //! credential) becomes `***`, `Bearer <token>` becomes `Bearer ***`, and the user information
 //! of every URL (`scheme://user:password@host`) becomes `***`. When the error's source chain

@@ -24,7 +24,9 @@ use cairn_core::{
     Agent, ChatClient, ChatError, ChatErrorKind, ChatOptions, ChatResponse, Kwargs, Message,
     ResponseAssembler,
 };
-use cairn_providers::{AnthropicClient, OpenAIClient, OpenAIClientBuilder, RetryPolicy};
+use cairn_providers::{
+    AnthropicClient, GeminiClient, OpenAIClient, OpenAIClientBuilder, RetryPolicy,
+};
 use futures::StreamExt;
 use serde_json::{Value, json};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
@@ -403,6 +405,39 @@ async fn message_stop_then_an_open_connection_completes_promptly() {
             .base_url(server.root())
             .api_key("k-anthropic")
             .model("claude")
+            .hyper_http1(hyper)
+            .idle_timeout(Duration::from_secs(60))
+            .build()
+            .unwrap();
+        let started = Instant::now();
+        let r = ask_streamed(&c).await.unwrap();
+        assert_eq!(r.text_content(), "hello");
+        assert!(started.elapsed() < Duration::from_secs(5), "{:?}", started.elapsed());
+    })
+    .await;
+}
+
+#[tokio::test]
+async fn gemini_body_end_then_an_open_connection_completes_promptly() {
+    // Gemini has no end event: its stream ends with the body (here the chunked terminator),
+    // not with the connection.
+    both(|hyper| async move {
+        let server = RawServer::start(|mut sock, _| async move {
+            read_request(&mut sock).await;
+            let _ = sock.write_all(SSE_HEAD).await;
+            let ev = json!({"candidates": [{"content": {"role": "model", "parts": [{"text": "hello"}]},
+                "finishReason": "STOP"}], "modelVersion": "gemini"});
+            let _ = sock
+                .write_all(&chunk(format!("data: {ev}\r\n\r\n").as_bytes()))
+                .await;
+            let _ = sock.write_all(b"0\r\n\r\n").await;
+            hold(sock).await;
+        })
+        .await;
+        let c = GeminiClient::builder()
+            .base_url(server.root())
+            .api_key("k-gemini")
+            .model("gemini")
             .hyper_http1(hyper)
             .idle_timeout(Duration::from_secs(60))
             .build()
