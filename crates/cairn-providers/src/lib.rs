@@ -6,7 +6,10 @@
 //! argument pieces reassembled), usage and finish reasons. Errors are typed
 //! ([`ChatErrorKind`](cairn_core::ChatErrorKind)): HTTP status, the server's message, whether a
 //! retry may help, and a distinct context-overflow kind. Requests are retried with backoff and
-//! jitter on connection failures, timeouts, 429 and 5xx, honouring `Retry-After`.
+//! jitter on connection failures, 429 and 5xx, honouring `Retry-After`. Connecting, the first
+//! byte and each gap in a body have their own timeouts, every buffered body and SSE event is
+//! capped, and errors never show the API key or URL credentials: see [`HttpOptions`] and
+//! [`redact`].
 //!
 //! [`AnthropicClient`] speaks Anthropic's Messages API and [`GeminiClient`] Google's Gemini
 //! `generateContent` API, both plain and streaming, over the same transport, retries and error
