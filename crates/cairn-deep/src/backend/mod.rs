@@ -28,17 +28,17 @@ mod composite;
 mod filesystem;
 pub(crate) mod search;
 mod shell;
-pub mod supervise;
 mod state;
 mod store;
+pub mod supervise;
 pub(crate) mod virtual_fs;
 
 pub use composite::CompositeBackend;
 pub use filesystem::FilesystemBackend;
 pub use shell::{LocalShellBackend, ShellConfig, terminate_all_commands};
-pub use supervise::{SUPERVISE_ARG, Supervisor, supervise_main};
 pub use state::{FILES_KEY, FileData, StateBackend};
 pub use store::StoreBackend;
+pub use supervise::{SUPERVISE_ARG, Supervisor, supervise_main};
 
 /// What a backend call may use from the run: the session and the typed extensions (a
 /// [`SharedStore`] among them). Build it from a tool's context with
