@@ -99,7 +99,8 @@ pub struct GlobalArgs {
     #[arg(long, global = true, value_name = "DIR")]
     pub root: Option<PathBuf>,
 
-    /// The most model calls with tools in one run before the agent must answer.
+    /// The most model calls with tools in one run before the agent must answer. Subagents
+    /// started by `task` share a budget of 10 × N model calls per run, at most 4 at once.
     #[arg(long, global = true, value_name = "N", default_value_t = 40,
           value_parser = clap::value_parser!(u32).range(1..))]
     pub max_steps: u32,
