@@ -30,7 +30,7 @@ use crate::middleware::{
 };
 use crate::session::AgentSession;
 use crate::stream::{AgentStream, UpdateSink};
-use crate::tool::{IntoTool, SharedTool, ToolOutput, ToolSpec};
+use crate::tool::{Concurrency, IntoTool, SharedTool, ToolOutput, ToolRouter, ToolSpec};
 
 /// Text used when the last, tool-less call produced no answer.
 pub const LIMIT_REACHED_TEXT: &str =
@@ -118,7 +118,7 @@ struct AgentInner {
     name: Option<String>,
     description: Option<String>,
     client: Arc<dyn ChatClient>,
-    tools: Vec<SharedTool>,
+    router: ToolRouter,
     middleware: MiddlewareSet,
     default_options: ChatOptions,
     config: LoopConfig,
@@ -148,15 +148,7 @@ impl std::fmt::Debug for Agent {
         f.debug_struct("Agent")
             .field("name", &self.inner.name)
             .field("client", &self.inner.client.describe())
-            .field(
-                "tools",
-                &self
-                    .inner
-                    .tools
-                    .iter()
-                    .map(|t| t.spec().name.clone())
-                    .collect::<Vec<_>>(),
-            )
+            .field("tools", &self.inner.router)
             .field("middleware", &self.inner.middleware)
             .finish_non_exhaustive()
     }
@@ -240,7 +232,7 @@ impl AgentBuilder {
                 name: self.name,
                 description: self.description,
                 client: self.client,
-                tools: self.tools,
+                router: ToolRouter::new(self.tools),
                 middleware: self.middleware,
                 default_options: self.default_options,
                 config: self.config,
@@ -459,7 +451,7 @@ impl Agent {
 
     /// The agent's tools.
     pub fn tools(&self) -> &[SharedTool] {
-        &self.inner.tools
+        self.inner.router.tools()
     }
 
     /// The agent's chat client.
@@ -485,17 +477,6 @@ impl Agent {
     pub fn run_stream(&self, input: impl Into<RunInput>, opts: RunOptions) -> AgentStream {
         self.run(input).with_options(opts).stream()
     }
-}
-
-fn merge_tools(agent: &[SharedTool], run: &[SharedTool]) -> Vec<SharedTool> {
-    let mut out: Vec<SharedTool> = agent.to_vec();
-    for t in run {
-        match out.iter().position(|o| o.spec().name == t.spec().name) {
-            Some(i) => out[i] = Arc::clone(t),
-            None => out.push(Arc::clone(t)),
-        }
-    }
-    out
 }
 
 async fn execute(
@@ -626,11 +607,12 @@ fn error_result(call_id: &str, text: String) -> FunctionResult {
 /// must stop.
 async fn invoke_call(
     call: FunctionCall,
-    tools: &[SharedTool],
+    router: &ToolRouter,
     env: &CallEnv,
+    turn_calls: &Arc<[FunctionCall]>,
 ) -> crate::Result<(FunctionResult, bool)> {
-    let Some(tool) = tools.iter().find(|t| t.spec().name == call.name) else {
-        let names: Vec<&str> = tools.iter().map(|t| t.spec().name.as_str()).collect();
+    let Some(tool) = router.get(&call.name) else {
+        let names: Vec<&str> = router.specs().iter().map(|s| s.name.as_str()).collect();
         let text = if names.is_empty() {
             format!(
                 "Error: Requested function \"{}\" not found: no tools are available. Answer without calling a tool.",
@@ -680,6 +662,7 @@ async fn invoke_call(
         extensions: env.extensions.clone(),
         terminate: false,
         updates: env.updates.clone(),
+        turn_calls: Arc::clone(turn_calls),
     };
     let ctx = Next::new(Arc::clone(&env.chain), Arc::clone(&env.endpoint))
         .run(ctx)
@@ -699,6 +682,66 @@ async fn invoke_call(
         sink.emit(UpdateEvent::ToolResult(result.clone()));
     }
     Ok((result, ctx.terminate))
+}
+
+type CallOutcome = crate::Result<(FunctionResult, bool)>;
+
+/// Runs the calls of one model turn and returns their outcomes in the calls' order.
+///
+/// With `concurrent` the calls run together, gated by each tool's [`Concurrency`]: an
+/// `Exclusive` call waits for the calls listed before it and holds back those listed after
+/// it (a fair read/write lock taken in the model's order), and a `Limited(n)` tool has at
+/// most `n` of its calls running at once. Without `concurrent` they run one after another.
+async fn run_batch(
+    calls: &Arc<[FunctionCall]>,
+    router: &ToolRouter,
+    env: &CallEnv,
+    concurrent: bool,
+) -> Vec<CallOutcome> {
+    if !concurrent || calls.len() < 2 {
+        let mut v = Vec::with_capacity(calls.len());
+        for c in calls.iter() {
+            v.push(invoke_call(c.clone(), router, env, calls).await);
+        }
+        return v;
+    }
+    let concurrency = |c: &FunctionCall| {
+        router
+            .get(&c.name)
+            .map_or(Concurrency::Parallel, |t| t.spec().concurrency)
+    };
+    if calls.iter().all(|c| concurrency(c).is_parallel()) {
+        return futures::future::join_all(
+            calls
+                .iter()
+                .map(|c| invoke_call(c.clone(), router, env, calls)),
+        )
+        .await;
+    }
+    let gate = tokio::sync::RwLock::new(());
+    let mut limits: std::collections::HashMap<&str, tokio::sync::Semaphore> =
+        std::collections::HashMap::new();
+    for c in calls.iter() {
+        if let Concurrency::Limited(n) = concurrency(c) {
+            limits
+                .entry(c.name.as_str())
+                .or_insert_with(|| tokio::sync::Semaphore::new(n.get()));
+        }
+    }
+    let (gate, limits) = (&gate, &limits);
+    futures::future::join_all(calls.iter().map(|c| async move {
+        if concurrency(c) == Concurrency::Exclusive {
+            let _alone = gate.write().await;
+            return invoke_call(c.clone(), router, env, calls).await;
+        }
+        let _shared = gate.read().await;
+        let _permit = match limits.get(c.name.as_str()) {
+            Some(limit) => limit.acquire().await.ok(),
+            None => None,
+        };
+        invoke_call(c.clone(), router, env, calls).await
+    }))
+    .await
 }
 
 /// Gives every function call of one model reply its own id, in place, so each call is
@@ -772,8 +815,8 @@ async fn run_loop(
 ) -> crate::Result<AgentContext> {
     let inner = &agent.inner;
     let config = &inner.config;
-    let tools = merge_tools(&inner.tools, &ctx.tools);
-    let specs: Vec<ToolSpec> = tools.iter().map(|t| t.spec().clone()).collect();
+    let router = inner.router.merged(&ctx.tools);
+    let specs = router.specs();
 
     // The conversation is shared with each model call's context without copying: a chat
     // middleware that edits `messages` gets its own copy (copy-on-write), so the stored
@@ -809,7 +852,7 @@ async fn run_loop(
         let final_call = force_final || iteration >= config.max_iterations || specs.is_empty();
         let mut options = ctx.options.clone();
         if !specs.is_empty() {
-            options.tools = specs.clone();
+            options.tools = specs.to_vec();
             if final_call {
                 options.tool_choice = Some(ToolChoice::None);
             } else if iteration > 0 && options.tool_choice == Some(ToolChoice::Required) {
@@ -856,7 +899,7 @@ async fn run_loop(
             }
         }
         unique_call_ids(&mut produced);
-        let calls: Vec<FunctionCall> = produced
+        let calls: Arc<[FunctionCall]> = produced
             .iter()
             .flat_map(Message::function_calls)
             .cloned()
@@ -883,15 +926,7 @@ async fn run_loop(
             break;
         }
 
-        let results: Vec<crate::Result<(FunctionResult, bool)>> = if config.concurrent_tool_calls {
-            futures::future::join_all(calls.into_iter().map(|c| invoke_call(c, &tools, &env))).await
-        } else {
-            let mut v = Vec::with_capacity(calls.len());
-            for c in calls {
-                v.push(invoke_call(c, &tools, &env).await);
-            }
-            v
-        };
+        let results = run_batch(&calls, &router, &env, config.concurrent_tool_calls).await;
         let mut any_error = false;
         let mut terminate = false;
         for r in results {

@@ -1,5 +1,7 @@
 //! The contexts middleware and tools receive: one per run, one per model call, one per tool call.
 
+use std::sync::Arc;
+
 use serde::de::DeserializeOwned;
 use serde_json::Value;
 
@@ -8,7 +10,7 @@ use crate::client::{ChatOptions, ChatResponse};
 use crate::error::ToolError;
 use crate::extensions::Extensions;
 use crate::kwargs::Kwargs;
-use crate::message::Message;
+use crate::message::{FunctionCall, Message};
 use crate::session::AgentSession;
 use crate::stream::UpdateSink;
 use crate::tool::{SharedTool, ToolOutput};
@@ -39,6 +41,9 @@ pub struct FunctionInvocationContext {
     pub terminate: bool,
     /// The stream of a streaming run, for tools that produce updates (nested agents).
     pub updates: Option<UpdateSink>,
+    /// Every call of the model turn this call belongs to, this one included, in the order the
+    /// model gave them (ids made unique). See [`siblings`](Self::siblings).
+    pub turn_calls: Arc<[FunctionCall]>,
 }
 
 impl FunctionInvocationContext {
@@ -54,7 +59,17 @@ impl FunctionInvocationContext {
             extensions: Extensions::new(),
             terminate: false,
             updates: None,
+            turn_calls: Arc::from([]),
         }
+    }
+
+    /// The other calls of the same model turn (all of [`turn_calls`](Self::turn_calls) but
+    /// this one). A tool that must be called at most once per turn rejects itself when a
+    /// sibling calls it too.
+    pub fn siblings(&self) -> impl Iterator<Item = &FunctionCall> {
+        self.turn_calls
+            .iter()
+            .filter(move |c| c.call_id != self.call_id)
     }
 
     /// The called tool's name.
@@ -78,6 +93,7 @@ impl std::fmt::Debug for FunctionInvocationContext {
             .field("session", &self.session)
             .field("result", &self.result)
             .field("terminate", &self.terminate)
+            .field("turn_calls", &self.turn_calls.len())
             .finish_non_exhaustive()
     }
 }

@@ -9,6 +9,7 @@ use std::sync::Arc;
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize, de::DeserializeOwned};
 use serde_json::Value;
+use serde_json::value::RawValue;
 
 use crate::client::BoxFuture;
 use crate::context::FunctionInvocationContext;
@@ -26,29 +27,201 @@ pub enum ApprovalMode {
     AlwaysRequire,
 }
 
-/// What the model sees of a tool.
+/// A tool's parameter schema: an immutable JSON value, shared between clones and serialized
+/// once when it is made.
+///
+/// Every model call sends the schemas of all the agent's tools, so they are made once per tool
+/// (at agent build) instead of once per request: cloning a `ToolParameters` is a reference-count
+/// increment, providers write [`json`](Self::json) into the request as it is (serde's
+/// `Serialize` writes the value, for serializers other than serde_json's), and
+/// [`fingerprint`](Self::fingerprint) lets caches key on the schema without reading it. It reads
+/// like a [`Value`] (it derefs to one, compares equal to one, and displays as its JSON); to
+/// change it, build a new one ([`edit`](Self::edit) does that).
+#[derive(Clone)]
+pub struct ToolParameters(Arc<ParametersInner>);
+
+struct ParametersInner {
+    value: Value,
+    json: Box<RawValue>,
+    fingerprint: u64,
+}
+
+impl ToolParameters {
+    /// Takes `value` and serializes it once.
+    pub fn new(value: Value) -> Self {
+        // A `Value` always serializes (its map keys are strings); the fallback is unreachable.
+        let json = serde_json::value::to_raw_value(&value).unwrap_or_default();
+        let mut h = std::hash::DefaultHasher::new();
+        std::hash::Hasher::write(&mut h, json.get().as_bytes());
+        let fingerprint = std::hash::Hasher::finish(&h);
+        ToolParameters(Arc::new(ParametersInner {
+            value,
+            json,
+            fingerprint,
+        }))
+    }
+
+    /// The schema as a JSON value.
+    pub fn value(&self) -> &Value {
+        &self.0.value
+    }
+
+    /// The schema's JSON text, serialized when it was made (compact, keys in schema order).
+    pub fn json(&self) -> &RawValue {
+        &self.0.json
+    }
+
+    /// A 64-bit hash of [`json`](Self::json), computed once, for cache keys (stable within a
+    /// process, not across Rust versions).
+    pub fn fingerprint(&self) -> u64 {
+        self.0.fingerprint
+    }
+
+    /// A copy of the schema edited by `f` (serialized anew).
+    #[must_use]
+    pub fn edit(&self, f: impl FnOnce(&mut Value)) -> Self {
+        let mut v = self.0.value.clone();
+        f(&mut v);
+        ToolParameters::new(v)
+    }
+}
+
+impl Default for ToolParameters {
+    /// `{"type": "object", "properties": {}}`: a tool without arguments.
+    fn default() -> Self {
+        ToolParameters::new(serde_json::json!({"type": "object", "properties": {}}))
+    }
+}
+
+impl std::ops::Deref for ToolParameters {
+    type Target = Value;
+    fn deref(&self) -> &Value {
+        &self.0.value
+    }
+}
+
+impl AsRef<Value> for ToolParameters {
+    fn as_ref(&self) -> &Value {
+        &self.0.value
+    }
+}
+
+impl From<Value> for ToolParameters {
+    fn from(value: Value) -> Self {
+        ToolParameters::new(value)
+    }
+}
+
+impl From<ToolParameters> for Value {
+    fn from(p: ToolParameters) -> Value {
+        p.0.value.clone()
+    }
+}
+
+impl PartialEq for ToolParameters {
+    fn eq(&self, other: &Self) -> bool {
+        Arc::ptr_eq(&self.0, &other.0) || self.0.json.get() == other.0.json.get()
+    }
+}
+
+impl PartialEq<Value> for ToolParameters {
+    fn eq(&self, other: &Value) -> bool {
+        self.0.value == *other
+    }
+}
+
+impl std::fmt::Debug for ToolParameters {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        std::fmt::Debug::fmt(&self.0.value, f)
+    }
+}
+
+impl std::fmt::Display for ToolParameters {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.0.json.get())
+    }
+}
+
+/// Serializes the value (any serializer understands it); writers of JSON that want the
+/// pre-serialized text use [`ToolParameters::json`].
+impl Serialize for ToolParameters {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        self.0.value.serialize(s)
+    }
+}
+
+impl<'de> Deserialize<'de> for ToolParameters {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        Value::deserialize(d).map(ToolParameters::new)
+    }
+}
+
+/// How a tool's calls may overlap the other calls of the same model turn.
+///
+/// The agent runs the calls of one turn concurrently (unless
+/// [`LoopConfig::concurrent_tool_calls`](crate::LoopConfig::concurrent_tool_calls) is off).
+/// A tool that mutates shared state declares [`Exclusive`](Self::Exclusive): its calls wait
+/// for the calls the model listed before them and hold back the ones listed after (a
+/// read/write gate). [`Limited`](Self::Limited) bounds how many calls of the tool run at once
+/// within one turn.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+#[non_exhaustive]
+pub enum Concurrency {
+    /// Runs alongside any other call (the default).
+    #[default]
+    Parallel,
+    /// Runs alongside other tools' calls, but at most this many calls of this tool at a time.
+    Limited(std::num::NonZeroUsize),
+    /// Runs alone: no other call of the turn overlaps it.
+    Exclusive,
+}
+
+impl Concurrency {
+    /// Whether this is the default, [`Parallel`](Self::Parallel).
+    pub fn is_parallel(&self) -> bool {
+        matches!(self, Concurrency::Parallel)
+    }
+}
+
+/// What the model sees of a tool, and how the agent runs it.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct ToolSpec {
     /// The name the model calls it by (`[A-Za-z0-9_-]{1,64}`).
     pub name: String,
     /// What it does and when to use it.
     pub description: String,
-    /// JSON schema of the arguments object.
-    pub parameters: Value,
+    /// JSON schema of the arguments object (shared, serialized once; see [`ToolParameters`]).
+    pub parameters: ToolParameters,
     /// Whether calls need approval.
     #[serde(default)]
     pub approval_mode: ApprovalMode,
+    /// Whether calls may overlap other calls of the same turn (never sent to the model).
+    #[serde(default, skip_serializing_if = "Concurrency::is_parallel")]
+    pub concurrency: Concurrency,
 }
 
 impl ToolSpec {
-    /// A spec with the default approval mode.
-    pub fn new(name: impl Into<String>, description: impl Into<String>, parameters: Value) -> Self {
+    /// A spec with the default approval mode and concurrency.
+    pub fn new(
+        name: impl Into<String>,
+        description: impl Into<String>,
+        parameters: impl Into<ToolParameters>,
+    ) -> Self {
         ToolSpec {
             name: name.into(),
             description: description.into(),
-            parameters,
+            parameters: parameters.into(),
             approval_mode: ApprovalMode::NeverRequire,
+            concurrency: Concurrency::Parallel,
         }
+    }
+
+    /// Sets how calls may overlap others (see [`Concurrency`]).
+    #[must_use]
+    pub fn with_concurrency(mut self, concurrency: Concurrency) -> Self {
+        self.concurrency = concurrency;
+        self
     }
 }
 
@@ -282,6 +455,12 @@ impl FnTool {
         self.spec.approval_mode = mode;
         self
     }
+
+    /// Sets how calls may overlap other calls of the same turn (see [`Concurrency`]).
+    pub fn concurrency(mut self, concurrency: Concurrency) -> Self {
+        self.spec.concurrency = concurrency;
+        self
+    }
 }
 
 impl Tool for FnTool {
@@ -321,6 +500,97 @@ impl Tool for RespecTool {
         ctx: &'a FunctionInvocationContext,
     ) -> BoxFuture<'a, Result<ToolOutput, ToolError>> {
         self.inner.invoke(ctx)
+    }
+}
+
+/// The tools of an agent by name, with their specs shared: the agent's tool router.
+///
+/// Built once when the agent is built (and once more for a run that adds tools), so a model
+/// call costs no spec copying or schema serialization and a tool call is a map lookup. The
+/// order of [`tools`](Self::tools) and [`specs`](Self::specs) is the order the tools were
+/// given; a tool added under a name already present replaces the first tool of that name in
+/// place. Cheap to clone.
+///
+/// ```
+/// use cairn_core::{FnTool, IntoTool, ToolOutput, tool::ToolRouter};
+/// let ping = FnTool::new("ping", "Answers pong.", serde_json::json!({"type": "object"}),
+///     |_ctx| async { Ok(ToolOutput::text("pong")) });
+/// let router = ToolRouter::new([ping.into_tool()]);
+/// assert!(router.get("ping").is_some());
+/// assert!(router.get("pong").is_none());
+/// assert_eq!(router.specs()[0].name, "ping");
+/// ```
+#[derive(Clone, Default)]
+pub struct ToolRouter(Arc<RouterInner>);
+
+#[derive(Default)]
+struct RouterInner {
+    tools: Vec<SharedTool>,
+    specs: Arc<[ToolSpec]>,
+    index: std::collections::HashMap<String, usize>,
+}
+
+impl ToolRouter {
+    /// A router over `tools`, in order.
+    pub fn new(tools: impl IntoIterator<Item = SharedTool>) -> Self {
+        Self::from_vec(tools.into_iter().collect())
+    }
+
+    fn from_vec(tools: Vec<SharedTool>) -> Self {
+        let mut index = std::collections::HashMap::with_capacity(tools.len());
+        for (i, t) in tools.iter().enumerate() {
+            index.entry(t.spec().name.clone()).or_insert(i);
+        }
+        let specs = tools.iter().map(|t| t.spec().clone()).collect();
+        ToolRouter(Arc::new(RouterInner {
+            tools,
+            specs,
+            index,
+        }))
+    }
+
+    /// This router with `extra` added: a tool whose name is already present replaces the
+    /// first tool of that name in place, others are appended. Without `extra`, a clone.
+    pub fn merged(&self, extra: &[SharedTool]) -> Self {
+        if extra.is_empty() {
+            return self.clone();
+        }
+        let mut tools = self.0.tools.clone();
+        for t in extra {
+            match tools.iter().position(|o| o.spec().name == t.spec().name) {
+                Some(i) => tools[i] = Arc::clone(t),
+                None => tools.push(Arc::clone(t)),
+            }
+        }
+        Self::from_vec(tools)
+    }
+
+    /// The tool the model calls `name` (the first one, if several share it).
+    pub fn get(&self, name: &str) -> Option<&SharedTool> {
+        self.0.index.get(name).map(|&i| &self.0.tools[i])
+    }
+
+    /// The tools, in order.
+    pub fn tools(&self) -> &[SharedTool] {
+        &self.0.tools
+    }
+
+    /// Their specs, in the same order (made once, shared).
+    pub fn specs(&self) -> &Arc<[ToolSpec]> {
+        &self.0.specs
+    }
+
+    /// Whether there are no tools.
+    pub fn is_empty(&self) -> bool {
+        self.0.tools.is_empty()
+    }
+}
+
+impl std::fmt::Debug for ToolRouter {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_list()
+            .entries(self.0.specs.iter().map(|s| &s.name))
+            .finish()
     }
 }
 

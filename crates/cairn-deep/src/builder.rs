@@ -375,9 +375,7 @@ impl DeepAgentBuilder {
             .clone()
             .unwrap_or_else(|| Arc::new(StateBackend::new()));
 
-        let todos = todo_tool();
-        let turn_guard = todos.turn_guard();
-        let mut tools: Vec<SharedTool> = vec![Arc::new(todos)];
+        let mut tools: Vec<SharedTool> = vec![Arc::new(todo_tool())];
         tools.extend(filesystem_tools(Arc::clone(&backend)));
         let execute = backend.can_execute();
 
@@ -425,8 +423,7 @@ impl DeepAgentBuilder {
             .loop_config(self.loop_config.clone())
             .tools(tools)
             .middleware(setup)
-            .middleware(PromptMiddleware)
-            .middleware(turn_guard);
+            .middleware(PromptMiddleware);
         if self.depth == 0 && has_task {
             // One set of subagent limits per run, reaching nested subagents too.
             b = b.middleware(RunLimitsSetup(self.subagent_limits()));

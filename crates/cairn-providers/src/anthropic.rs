@@ -369,8 +369,8 @@ impl Inner {
                 .tools
                 .iter()
                 .map(|t| {
-                    let schema = match &t.parameters {
-                        Value::Object(o) if !o.is_empty() => t.parameters.clone(),
+                    let schema = match t.parameters.value() {
+                        Value::Object(o) if !o.is_empty() => t.parameters.value().clone(),
                         _ => json!({"type": "object", "properties": {}}),
                     };
                     let mut v = json!({"name": t.name, "input_schema": schema});

@@ -316,20 +316,30 @@ impl Compressor {
     }
 
     /// Tokens of the system prompt and tool schemas (cached by content).
+    ///
+    /// The cache key hashes the instructions, each tool's name and description and its
+    /// schema's precomputed fingerprint, so a hit serializes nothing; the tools are serialized
+    /// only to count them on a miss.
     fn fixed_tokens(&self, options: &ChatOptions, counter: &dyn TokenCounter) -> usize {
+        let instructions = options.instructions.as_deref().unwrap_or("");
+        let mut hash = render::fnv(0, instructions.as_bytes());
+        let mut len = instructions.len();
+        for t in &options.tools {
+            hash = render::fnv(hash, t.name.as_bytes());
+            hash = render::fnv(hash, &[0]);
+            hash = render::fnv(hash, t.description.as_bytes());
+            hash = render::fnv(hash, &t.parameters.fingerprint().to_le_bytes());
+            len += t.name.len() + t.description.len() + t.parameters.json().get().len();
+        }
+        let key = (hash, len);
+        if let Some(n) = lock(&self.fixed).get(&key) {
+            return *n;
+        }
         let tools = if options.tools.is_empty() {
             String::new()
         } else {
             serde_json::to_string(&options.tools).unwrap_or_default()
         };
-        let instructions = options.instructions.as_deref().unwrap_or("");
-        let key = (
-            render::fnv(render::fnv(0, instructions.as_bytes()), tools.as_bytes()),
-            instructions.len() + tools.len(),
-        );
-        if let Some(n) = lock(&self.fixed).get(&key) {
-            return *n;
-        }
         let mut n = counter.count_text(&tools);
         if !instructions.is_empty() {
             n += counter.count_message(&Message::system(instructions));

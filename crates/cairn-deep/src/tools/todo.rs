@@ -1,8 +1,5 @@
 //! `write_todos`: the agent's plan, kept in session state. See [`TodoTool`].
 
-use std::collections::{HashMap, HashSet};
-use std::sync::{Arc, Mutex, MutexGuard};
-
 use cairn_core::{
     BoxFuture, ChatContext, FunctionInvocationContext, Middleware, Next, Tool, ToolError,
     ToolOutput, ToolSpec,
@@ -46,52 +43,30 @@ struct TodoArgs {
     todos: Vec<TodoItem>,
 }
 
-fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
-    m.lock().unwrap_or_else(|p| p.into_inner())
-}
-
-#[derive(Default)]
-struct Bookkeeping {
-    /// Per session id (`""` without a session): the call ids of the latest model response
-    /// when it held several `write_todos` calls.
-    rejected: Mutex<HashMap<String, HashSet<String>>>,
-    /// Per session id: calls in flight, and whether they overlapped.
-    in_flight: Mutex<HashMap<String, (usize, bool)>>,
-}
-
 /// The `write_todos` tool: replaces the whole list in session state (key `"todos"`) and
 /// returns it.
 ///
 /// # Parallel calls
 ///
 /// Two `write_todos` calls in one model turn would race to replace the list, so both are
-/// rejected. The tool sees one call at a time, so two mechanisms find the siblings:
-///
-/// - **Exact** — [`TodoTool::turn_guard`] is chat middleware that reads every model response; when
-///   a response holds several `write_todos` calls it records their call ids, and the tool
-///   rejects exactly those calls. Install it wherever the tool is used.
-/// - **Fallback** — without the guard, the tool notices calls of one session that run at the
-///   same time (the agent loop runs one turn's calls concurrently by default): each call
-///   registers, yields once so its siblings register too, and all of them are rejected when
-///   more than one is in flight. This cannot see siblings run one after another
-///   (`LoopConfig::concurrent_tool_calls = false`) or runs without a session; use the guard.
+/// rejected: each call sees the other calls of its turn
+/// ([`FunctionInvocationContext::siblings`]) and refuses to run when one of them is a
+/// `write_todos` call too. This holds whether the agent runs the turn's calls concurrently or
+/// one after another, with or without a session.
 ///
 /// ```
 /// use cairn_core::{Agent, ChatResponse, testing::ScriptedClient};
 /// use cairn_deep::tools::todo_tool;
-/// let todos = todo_tool();
 /// let client = ScriptedClient::from_responses([ChatResponse::text("ok")]);
-/// let agent = Agent::builder(client).middleware(todos.turn_guard()).tool(todos).build();
+/// let agent = Agent::builder(client).tool(todo_tool()).build();
 /// assert_eq!(agent.tools()[0].spec().name, "write_todos");
 /// ```
 pub struct TodoTool {
     inner: Builtin,
-    book: Arc<Bookkeeping>,
 }
 
 /// Creates the `write_todos` tool.
 pub fn todo_tool() -> TodoTool {
-    let book = Arc::new(Bookkeeping::default());
     let inner = Builtin::new(
         NAME,
         "Replace your todo list with this complete list. Keep one item in_progress; mark items completed as soon as they are done. One call per turn.",
@@ -104,7 +79,7 @@ pub fn todo_tool() -> TodoTool {
             ToolOutput::text(render(&a.todos))
         },
     );
-    TodoTool { inner, book }
+    TodoTool { inner }
 }
 
 fn render(todos: &[TodoItem]) -> String {
@@ -130,50 +105,17 @@ fn parallel_error() -> ToolOutput {
 }
 
 impl TodoTool {
-    /// Chat middleware that finds parallel `write_todos` calls exactly (see
-    /// [`TodoTool`]). Register it on the agent with the tool.
+    /// No longer needed: the tool finds parallel calls itself (see [`TodoTool`]). Returns a
+    /// middleware that only passes calls through, so code that installs it still builds.
     pub fn turn_guard(&self) -> TodoTurnGuard {
-        TodoTurnGuard {
-            book: Arc::clone(&self.book),
-        }
+        TodoTurnGuard
     }
 
     async fn run(&self, ctx: &FunctionInvocationContext) -> Result<ToolOutput, ToolError> {
-        let key = ctx.session.as_ref().map(|s| s.id()).unwrap_or_default();
-        if lock(&self.book.rejected)
-            .get_mut(key)
-            .is_some_and(|ids| ids.remove(&ctx.call_id))
-        {
+        if ctx.siblings().any(|c| c.name == NAME) {
             return Ok(parallel_error());
         }
-        let Some(session) = ctx.session.as_ref().map(|s| s.id().to_owned()) else {
-            return self.inner.invoke(ctx).await;
-        };
-        {
-            let mut map = lock(&self.book.in_flight);
-            let e = map.entry(session.clone()).or_insert((0, false));
-            e.0 += 1;
-            if e.0 > 1 {
-                e.1 = true;
-            }
-        }
-        tokio::task::yield_now().await;
-        let overlapped = lock(&self.book.in_flight)
-            .get(&session)
-            .is_some_and(|e| e.1);
-        let out = if overlapped {
-            Ok(parallel_error())
-        } else {
-            self.inner.invoke(ctx).await
-        };
-        let mut map = lock(&self.book.in_flight);
-        if let Some(e) = map.get_mut(&session) {
-            e.0 -= 1;
-            if e.0 == 0 {
-                map.remove(&session);
-            }
-        }
-        out
+        self.inner.invoke(ctx).await
     }
 }
 
@@ -189,11 +131,10 @@ impl Tool for TodoTool {
     }
 }
 
-/// Chat middleware of [`TodoTool::turn_guard`]: records the call ids of model turns with
-/// several `write_todos` calls so the tool rejects them.
-pub struct TodoTurnGuard {
-    book: Arc<Bookkeeping>,
-}
+/// What [`TodoTool::turn_guard`] returns: chat middleware that passes every call through.
+/// Kept for code written when the tool needed it.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct TodoTurnGuard;
 
 impl Middleware<ChatContext> for TodoTurnGuard {
     fn process(
@@ -201,28 +142,7 @@ impl Middleware<ChatContext> for TodoTurnGuard {
         ctx: ChatContext,
         next: Next<ChatContext>,
     ) -> BoxFuture<'static, cairn_core::Result<ChatContext>> {
-        let book = Arc::clone(&self.book);
-        Box::pin(async move {
-            let ctx = next.run(ctx).await?;
-            if let Some(resp) = &ctx.result {
-                let ids: HashSet<String> = resp
-                    .messages
-                    .iter()
-                    .flat_map(|m| m.function_calls())
-                    .filter(|c| c.name == NAME)
-                    .map(|c| c.call_id.clone())
-                    .collect();
-                let key = ctx.session.as_ref().map(|s| s.id()).unwrap_or_default();
-                // Each response replaces the previous turn's record for the session.
-                let mut rejected = lock(&book.rejected);
-                if ids.len() > 1 {
-                    rejected.insert(key.to_owned(), ids);
-                } else {
-                    rejected.remove(key);
-                }
-            }
-            Ok(ctx)
-        })
+        next.run(ctx)
     }
 }
 

@@ -113,7 +113,7 @@ impl Serialize for WireTools<'_> {
             name: &'a str,
             #[serde(skip_serializing_if = "str::is_empty")]
             description: &'a str,
-            parameters: &'a serde_json::Value,
+            parameters: &'a serde_json::value::RawValue,
         }
         #[derive(Serialize)]
         struct Tool<'a> {
@@ -125,7 +125,7 @@ impl Serialize for WireTools<'_> {
             function: Function {
                 name: &t.name,
                 description: &t.description,
-                parameters: &t.parameters,
+                parameters: t.parameters.json(),
             },
         }))
     }

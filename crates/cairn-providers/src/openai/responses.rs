@@ -96,14 +96,14 @@ impl Serialize for WireTools<'_> {
             name: &'a str,
             #[serde(skip_serializing_if = "str::is_empty")]
             description: &'a str,
-            parameters: &'a serde_json::Value,
+            parameters: &'a serde_json::value::RawValue,
             strict: bool,
         }
         s.collect_seq(self.0.iter().map(|t| Tool {
             r#type: "function",
             name: &t.name,
             description: &t.description,
-            parameters: &t.parameters,
+            parameters: t.parameters.json(),
             strict: false,
         }))
     }
