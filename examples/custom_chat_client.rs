@@ -1,5 +1,6 @@
-//! Seed 000, "custom chat clients": a client's response method takes the runtime buckets
-//! explicitly — messages, options, function-invocation kwargs and client kwargs.
+//! Seed 000, "custom chat clients": a client's response method receives the runtime buckets
+//! explicitly, as separate fields of one `ChatRequest` — messages, options, function-invocation
+//! kwargs and client kwargs.
 //!
 //! This one answers locally (no model): it reports which client kwargs it was handed, and shows
 //! that the agent hands it an empty function-invocation bucket (those values are for tools).
@@ -7,7 +8,7 @@
 //! `cargo run -p cairn-examples --example custom_chat_client`
 
 use cairn::{
-    Agent, BoxFuture, ChatClient, ChatError, ChatOptions, ChatResponse, Kwargs, Message, Role,
+    Agent, BoxFuture, ChatClient, ChatError, ChatRequest, ChatResponse, Kwargs, Message, Role,
 };
 
 /// A chat client that echoes the last user message, tagged by a client-specific value.
@@ -16,11 +17,15 @@ struct EchoClient;
 impl ChatClient for EchoClient {
     fn get_response<'a>(
         &'a self,
-        messages: &'a [Message],
-        options: &'a ChatOptions,
-        function_invocation_kwargs: &'a Kwargs,
-        client_kwargs: &'a Kwargs,
+        request: ChatRequest<'a>,
     ) -> BoxFuture<'a, Result<ChatResponse, ChatError>> {
+        let ChatRequest {
+            messages,
+            options,
+            function_invocation_kwargs,
+            client_kwargs,
+            ..
+        } = request;
         Box::pin(async move {
             let last_user = messages
                 .iter()

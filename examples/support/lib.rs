@@ -117,16 +117,13 @@ impl Recorder {
 impl ChatClient for Recorder {
     fn get_response<'a>(
         &'a self,
-        messages: &'a [cairn::Message],
-        options: &'a cairn::ChatOptions,
-        fk: &'a cairn::Kwargs,
-        ck: &'a cairn::Kwargs,
+        request: cairn::ChatRequest<'a>,
     ) -> cairn::BoxFuture<'a, Result<ChatResponse, cairn::ChatError>> {
         self.seen
             .lock()
             .unwrap_or_else(|p| p.into_inner())
-            .push(options.instructions.clone().unwrap_or_default());
-        self.inner.get_response(messages, options, fk, ck)
+            .push(request.options.instructions.clone().unwrap_or_default());
+        self.inner.get_response(request)
     }
 
     fn describe(&self) -> String {

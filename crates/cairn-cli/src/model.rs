@@ -318,12 +318,10 @@ mod tests {
             .unwrap();
         let started = std::time::Instant::now();
         let e = rt
-            .block_on(c.get_response(
+            .block_on(c.get_response(cairn_core::ChatRequest::new(
                 &[cairn_core::Message::user("go")],
                 &cairn_core::ChatOptions::default(),
-                &cairn_core::Kwargs::new(),
-                &cairn_core::Kwargs::new(),
-            ))
+            )))
             .unwrap_err();
         assert_eq!(e.kind(), cairn_core::ChatErrorKind::Timeout, "{e}");
         assert!(started.elapsed() < std::time::Duration::from_secs(10));

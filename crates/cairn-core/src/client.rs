@@ -425,12 +425,87 @@ pub fn response_to_updates(response: &ChatResponse) -> Vec<ChatResponseUpdate> {
     out
 }
 
+/// The empty bucket [`ChatRequest::new`] points the kwargs at.
+static EMPTY_KWARGS: std::sync::LazyLock<Kwargs> = std::sync::LazyLock::new(Kwargs::new);
+
+/// One model call's input: what [`ChatClient::get_response`] and its streaming twin receive.
+///
+/// The parts are borrowed (a request costs nothing to build and is `Copy`), and the three
+/// runtime buckets stay separate *fields* (SPEC R1.4, seed 000):
+/// - `messages` and `options`: what the model is asked;
+/// - `function_invocation_kwargs`: values for tools. A client that runs its own tool loop hands
+///   them to its tools; no client ever sends them to the model. cairn's
+///   [`Agent`](crate::Agent) runs tools itself, so it always passes an empty bucket here;
+/// - `client_kwargs`: values for this client only (extra headers, a per-call `user` id).
+///
+/// The struct is `#[non_exhaustive]`: build it with [`new`](Self::new) and the `with_*`
+/// setters, so a later field (a cancellation token, a trace context) breaks no client.
+///
+/// ```
+/// use cairn_core::{ChatOptions, ChatRequest, Kwargs, Message};
+///
+/// let messages = [Message::user("Hi")];
+/// let options = ChatOptions::with_model("gpt-4.1");
+/// let headers = Kwargs::from([("user", "u-1")]);
+/// let request = ChatRequest::new(&messages, &options).with_client_kwargs(&headers);
+/// assert_eq!(request.client_kwargs.get_str("user"), Some("u-1"));
+/// assert!(request.function_invocation_kwargs.is_empty());
+/// ```
+#[derive(Debug, Clone, Copy)]
+#[non_exhaustive]
+pub struct ChatRequest<'a> {
+    /// The conversation to send.
+    pub messages: &'a [Message],
+    /// The options of the call (model, instructions, tools…).
+    pub options: &'a ChatOptions,
+    /// Values for tools of a client that runs its own tool loop; never sent to the model.
+    pub function_invocation_kwargs: &'a Kwargs,
+    /// Values for this client only.
+    pub client_kwargs: &'a Kwargs,
+}
+
+impl<'a> ChatRequest<'a> {
+    /// A request for `messages` with `options` and both kwargs buckets empty.
+    pub fn new(messages: &'a [Message], options: &'a ChatOptions) -> Self {
+        ChatRequest {
+            messages,
+            options,
+            function_invocation_kwargs: &EMPTY_KWARGS,
+            client_kwargs: &EMPTY_KWARGS,
+        }
+    }
+
+    /// Sets the client bucket.
+    pub fn with_client_kwargs(mut self, client_kwargs: &'a Kwargs) -> Self {
+        self.client_kwargs = client_kwargs;
+        self
+    }
+
+    /// Sets the function-invocation bucket (for clients that run their own tool loop).
+    pub fn with_function_invocation_kwargs(mut self, kwargs: &'a Kwargs) -> Self {
+        self.function_invocation_kwargs = kwargs;
+        self
+    }
+
+    /// Replaces the messages (for wrappers that rewrite the conversation).
+    pub fn with_messages(mut self, messages: &'a [Message]) -> Self {
+        self.messages = messages;
+        self
+    }
+
+    /// Replaces the options (for wrappers that adjust them).
+    pub fn with_options(mut self, options: &'a ChatOptions) -> Self {
+        self.options = options;
+        self
+    }
+}
+
 /// A model behind an API: the boundary every provider implements.
 ///
-/// The three runtime buckets are explicit parameters (SPEC R1.4): `options` (what the model is
-/// asked), `function_invocation_kwargs` (values for tools; a client that runs its own tool loop
-/// hands them to its tools, and no client sends them to the model) and `client_kwargs` (values
-/// for this client only, such as extra headers).
+/// A call takes one [`ChatRequest`], which carries the three runtime buckets as separate fields
+/// (SPEC R1.4): `options` (what the model is asked), `function_invocation_kwargs` (values for
+/// tools; a client that runs its own tool loop hands them to its tools, and no client sends them
+/// to the model) and `client_kwargs` (values for this client only, such as extra headers).
 ///
 /// cairn's [`Agent`](crate::Agent) runs tools itself, so it hands clients an *empty*
 /// function-invocation bucket: those values reach tools and function middleware only.
@@ -438,23 +513,14 @@ pub trait ChatClient: Send + Sync + 'static {
     /// Sends the conversation and returns the model's answer.
     fn get_response<'a>(
         &'a self,
-        messages: &'a [Message],
-        options: &'a ChatOptions,
-        function_invocation_kwargs: &'a Kwargs,
-        client_kwargs: &'a Kwargs,
+        request: ChatRequest<'a>,
     ) -> BoxFuture<'a, Result<ChatResponse, ChatError>>;
 
     /// The streaming twin of [`get_response`](Self::get_response). Folding the stream with a
     /// [`ResponseAssembler`] gives the same response. The default streams the complete response
     /// in one burst.
-    fn get_streaming_response<'a>(
-        &'a self,
-        messages: &'a [Message],
-        options: &'a ChatOptions,
-        function_invocation_kwargs: &'a Kwargs,
-        client_kwargs: &'a Kwargs,
-    ) -> ChatStream<'a> {
-        let fut = self.get_response(messages, options, function_invocation_kwargs, client_kwargs);
+    fn get_streaming_response<'a>(&'a self, request: ChatRequest<'a>) -> ChatStream<'a> {
+        let fut = self.get_response(request);
         futures::stream::once(fut)
             .flat_map(|r| match r {
                 Ok(resp) => {
@@ -474,21 +540,12 @@ pub trait ChatClient: Send + Sync + 'static {
 impl<T: ChatClient + ?Sized> ChatClient for Arc<T> {
     fn get_response<'a>(
         &'a self,
-        messages: &'a [Message],
-        options: &'a ChatOptions,
-        fk: &'a Kwargs,
-        ck: &'a Kwargs,
+        request: ChatRequest<'a>,
     ) -> BoxFuture<'a, Result<ChatResponse, ChatError>> {
-        (**self).get_response(messages, options, fk, ck)
+        (**self).get_response(request)
     }
-    fn get_streaming_response<'a>(
-        &'a self,
-        messages: &'a [Message],
-        options: &'a ChatOptions,
-        fk: &'a Kwargs,
-        ck: &'a Kwargs,
-    ) -> ChatStream<'a> {
-        (**self).get_streaming_response(messages, options, fk, ck)
+    fn get_streaming_response<'a>(&'a self, request: ChatRequest<'a>) -> ChatStream<'a> {
+        (**self).get_streaming_response(request)
     }
     fn describe(&self) -> String {
         (**self).describe()

@@ -64,8 +64,8 @@ pub use agent::{
     RunInput, RunOptions, RunRequest,
 };
 pub use client::{
-    BoxFuture, BoxStream, ChatClient, ChatOptions, ChatResponse, ChatResponseUpdate, ChatStream,
-    ResponseAssembler, ToolChoice, UpdateEvent, UpdateMetadata,
+    BoxFuture, BoxStream, ChatClient, ChatOptions, ChatRequest, ChatResponse, ChatResponseUpdate,
+    ChatStream, ResponseAssembler, ToolChoice, UpdateEvent, UpdateMetadata,
 };
 pub use context::{AgentContext, ChatContext, FunctionInvocationContext};
 pub use error::{ChatError, ChatErrorKind, Error, Result, ToolError};

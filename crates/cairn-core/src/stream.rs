@@ -10,8 +10,8 @@ use futures::StreamExt;
 
 use crate::agent::AgentResponse;
 use crate::client::{
-    ChatClient, ChatOptions, ChatResponse, ChatResponseUpdate, ResponseAssembler, UpdateEvent,
-    UpdateMetadata,
+    ChatClient, ChatOptions, ChatRequest, ChatResponse, ChatResponseUpdate, ResponseAssembler,
+    UpdateEvent, UpdateMetadata,
 };
 use crate::error::ChatError;
 use crate::kwargs::Kwargs;
@@ -96,16 +96,12 @@ pub async fn call_model(
     client_kwargs: &Kwargs,
     updates: Option<&UpdateSink>,
 ) -> Result<ChatResponse, ChatError> {
-    let no_function_kwargs = Kwargs::new();
+    // The function-invocation bucket stays empty: see `ChatRequest`.
+    let request = ChatRequest::new(messages, options).with_client_kwargs(client_kwargs);
     match updates {
         Some(sink) => {
             let mut assembler = ResponseAssembler::new();
-            let mut stream = client.get_streaming_response(
-                messages,
-                options,
-                &no_function_kwargs,
-                client_kwargs,
-            );
+            let mut stream = client.get_streaming_response(request);
             while let Some(item) = stream.next().await {
                 let update = item?;
                 assembler.push(&update.event);
@@ -113,11 +109,7 @@ pub async fn call_model(
             }
             Ok(assembler.finish())
         }
-        None => {
-            client
-                .get_response(messages, options, &no_function_kwargs, client_kwargs)
-                .await
-        }
+        None => client.get_response(request).await,
     }
 }
 

@@ -23,7 +23,8 @@ use std::sync::{Arc, Mutex};
 use futures::StreamExt;
 
 use crate::client::{
-    BoxFuture, ChatClient, ChatOptions, ChatResponse, ChatStream, UpdateEvent, response_to_updates,
+    BoxFuture, ChatClient, ChatOptions, ChatRequest, ChatResponse, ChatStream, UpdateEvent,
+    response_to_updates,
 };
 use crate::error::{ChatError, ChatErrorKind};
 use crate::kwargs::Kwargs;
@@ -120,19 +121,12 @@ impl ScriptedClient {
         self.log.lock().unwrap_or_else(|p| p.into_inner()).clone()
     }
 
-    fn answer(
-        &self,
-        messages: &[Message],
-        options: &ChatOptions,
-        fk: &Kwargs,
-        ck: &Kwargs,
-        streaming: bool,
-    ) -> Result<ChatResponse, ChatError> {
+    fn answer(&self, request: ChatRequest<'_>, streaming: bool) -> Result<ChatResponse, ChatError> {
         let req = RecordedRequest {
-            messages: messages.to_vec(),
-            options: options.clone(),
-            function_invocation_kwargs: fk.clone(),
-            client_kwargs: ck.clone(),
+            messages: request.messages.to_vec(),
+            options: request.options.clone(),
+            function_invocation_kwargs: request.function_invocation_kwargs.clone(),
+            client_kwargs: request.client_kwargs.clone(),
             streaming,
         };
         let out = (self.script)(&req);
@@ -144,23 +138,14 @@ impl ScriptedClient {
 impl ChatClient for ScriptedClient {
     fn get_response<'a>(
         &'a self,
-        messages: &'a [Message],
-        options: &'a ChatOptions,
-        fk: &'a Kwargs,
-        ck: &'a Kwargs,
+        request: ChatRequest<'a>,
     ) -> BoxFuture<'a, Result<ChatResponse, ChatError>> {
-        let out = self.answer(messages, options, fk, ck, false);
+        let out = self.answer(request, false);
         Box::pin(async move { out })
     }
 
-    fn get_streaming_response<'a>(
-        &'a self,
-        messages: &'a [Message],
-        options: &'a ChatOptions,
-        fk: &'a Kwargs,
-        ck: &'a Kwargs,
-    ) -> ChatStream<'a> {
-        let updates = match self.answer(messages, options, fk, ck, true) {
+    fn get_streaming_response<'a>(&'a self, request: ChatRequest<'a>) -> ChatStream<'a> {
+        let updates = match self.answer(request, true) {
             Ok(resp) => {
                 let mut out = Vec::new();
                 for u in response_to_updates(&resp) {

@@ -7,9 +7,9 @@ use std::sync::{Arc, Mutex};
 
 use cairn_core::testing::{RecordedRequest, ScriptedClient};
 use cairn_core::{
-    AgentSession, ChatClient, ChatContext, ChatError, ChatErrorKind, ChatOptions, ChatResponse,
-    Content, Extensions, FnTool, FunctionCall, FunctionResult, Kwargs, LoopConfig, Message, Role,
-    ToolOutput, UpdateEvent,
+    AgentSession, ChatClient, ChatContext, ChatError, ChatErrorKind, ChatOptions, ChatRequest,
+    ChatResponse, Content, Extensions, FnTool, FunctionCall, FunctionResult, Kwargs, LoopConfig,
+    Message, Role, ToolOutput, UpdateEvent,
 };
 use cairn_deep::backend::SharedBackend;
 use cairn_deep::compression::{
@@ -617,9 +617,13 @@ async fn a_summarizer_that_overflows_gets_half_the_input() {
         }
         let (messages, options) = (req.messages.clone(), req.options.clone());
         let none = Kwargs::new();
-        main.get_response(&messages, &options, &none, &none)
-            .now_or_never()
-            .unwrap()
+        main.get_response(
+            ChatRequest::new(&messages, &options)
+                .with_function_invocation_kwargs(&none)
+                .with_client_kwargs(&none),
+        )
+        .now_or_never()
+        .unwrap()
     });
     let agent = DeepAgent::builder()
         .client(client.clone())

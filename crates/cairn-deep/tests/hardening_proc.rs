@@ -14,7 +14,8 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use cairn_core::{
-    BoxFuture, ChatClient, ChatError, ChatOptions, ChatResponse, Kwargs, LoopConfig, Message, Role,
+    BoxFuture, ChatClient, ChatError, ChatOptions, ChatRequest, ChatResponse, LoopConfig, Message,
+    Role,
 };
 use cairn_deep::backend::{Executor, LocalShellBackend, SUPERVISE_ARG, Supervisor, supervise_main};
 use cairn_deep::{BackendError, DeepAgent};
@@ -375,11 +376,11 @@ fn tool_results(messages: &[Message]) -> Vec<String> {
 impl ChatClient for FanOut {
     fn get_response<'a>(
         &'a self,
-        messages: &'a [Message],
-        options: &'a ChatOptions,
-        _fk: &'a Kwargs,
-        _ck: &'a Kwargs,
+        request: ChatRequest<'a>,
     ) -> BoxFuture<'a, Result<ChatResponse, ChatError>> {
+        let ChatRequest {
+            messages, options, ..
+        } = request;
         Box::pin(async move {
             let results = tool_results(messages);
             if !is_subagent(options) {
@@ -503,11 +504,11 @@ async fn nested_subagents_share_the_limits_without_deadlock() {
     impl ChatClient for Nested {
         fn get_response<'a>(
             &'a self,
-            messages: &'a [Message],
-            options: &'a ChatOptions,
-            _fk: &'a Kwargs,
-            _ck: &'a Kwargs,
+            request: ChatRequest<'a>,
         ) -> BoxFuture<'a, Result<ChatResponse, ChatError>> {
+            let ChatRequest {
+                messages, options, ..
+            } = request;
             Box::pin(async move {
                 let task = messages
                     .iter()

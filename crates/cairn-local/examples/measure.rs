@@ -12,7 +12,8 @@
 use std::time::Instant;
 
 use cairn_core::{
-    ChatClient, ChatOptions, Content, FunctionResult, Kwargs, Message, ToolChoice, ToolSpec,
+    ChatClient, ChatOptions, ChatRequest, Content, FunctionResult, Kwargs, Message, ToolChoice,
+    ToolSpec,
 };
 use cairn_local::{GenerateRequest, LocalClient, LocalConfig, LocalModel, resolve_model};
 use serde_json::json;
@@ -185,7 +186,13 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
         "Create /hello.py that prints hello, then tell me when you are done.",
     )];
     let t = Instant::now();
-    let r1 = client.get_response(&msgs, &options, &kw, &kw).await?;
+    let r1 = client
+        .get_response(
+            ChatRequest::new(&msgs, &options)
+                .with_function_invocation_kwargs(&kw)
+                .with_client_kwargs(&kw),
+        )
+        .await?;
     let t1 = t.elapsed();
     let u1 = r1.usage.unwrap_or_default();
     let call = r1.function_calls().next().cloned();
@@ -224,9 +231,21 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
     };
     // Restore the cache state an agent has after turn 1.
     model.clear_cache()?;
-    client.get_response(&msgs[..1], &options, &kw, &kw).await?;
+    client
+        .get_response(
+            ChatRequest::new(&msgs[..1], &options)
+                .with_function_invocation_kwargs(&kw)
+                .with_client_kwargs(&kw),
+        )
+        .await?;
     let t = Instant::now();
-    let r2 = client.get_response(&msgs, &turn2, &kw, &kw).await?;
+    let r2 = client
+        .get_response(
+            ChatRequest::new(&msgs, &turn2)
+                .with_function_invocation_kwargs(&kw)
+                .with_client_kwargs(&kw),
+        )
+        .await?;
     let warm = t.elapsed();
     let u2 = r2.usage.unwrap_or_default();
     println!(
@@ -239,7 +258,13 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
     );
     model.clear_cache()?;
     let t = Instant::now();
-    let r2c = client.get_response(&msgs, &turn2, &kw, &kw).await?;
+    let r2c = client
+        .get_response(
+            ChatRequest::new(&msgs, &turn2)
+                .with_function_invocation_kwargs(&kw)
+                .with_client_kwargs(&kw),
+        )
+        .await?;
     let cold = t.elapsed();
     let uc = r2c.usage.unwrap_or_default();
     println!(
@@ -251,7 +276,13 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
     );
     // The same warm turn 2 at the engine level, to split prefill from decode.
     model.clear_cache()?;
-    client.get_response(&msgs[..1], &options, &kw, &kw).await?;
+    client
+        .get_response(
+            ChatRequest::new(&msgs[..1], &options)
+                .with_function_invocation_kwargs(&kw)
+                .with_client_kwargs(&kw),
+        )
+        .await?;
     let g2 = model.generate(GenerateRequest::new(
         client.render_prompt(&msgs, &turn2),
         200,

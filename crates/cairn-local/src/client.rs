@@ -1,9 +1,9 @@
 //! [`LocalClient`]: the local model behind cairn's [`ChatClient`] trait.
 
 use cairn_core::{
-    BoxFuture, ChatClient, ChatError, ChatErrorKind, ChatOptions, ChatResponse, ChatResponseUpdate,
-    ChatStream, Content, FinishReason, FunctionCall, Kwargs, Message, Role, ToolChoice, ToolSpec,
-    UpdateEvent, Usage,
+    BoxFuture, ChatClient, ChatError, ChatErrorKind, ChatOptions, ChatRequest, ChatResponse,
+    ChatResponseUpdate, ChatStream, Content, FinishReason, FunctionCall, Message, Role, ToolChoice,
+    ToolSpec, UpdateEvent, Usage,
 };
 use std::collections::VecDeque;
 
@@ -202,11 +202,11 @@ enum WorkerMsg {
 impl ChatClient for LocalClient {
     fn get_response<'a>(
         &'a self,
-        messages: &'a [Message],
-        options: &'a ChatOptions,
-        _function_invocation_kwargs: &'a Kwargs,
-        _client_kwargs: &'a Kwargs,
+        request: ChatRequest<'a>,
     ) -> BoxFuture<'a, Result<ChatResponse, ChatError>> {
+        let ChatRequest {
+            messages, options, ..
+        } = request;
         Box::pin(async move {
             let (mode, mut rx) = self.start_turn(messages, options)?;
             let mut decoder = TurnDecoder::new(mode, self.model_name());
@@ -229,13 +229,10 @@ impl ChatClient for LocalClient {
         })
     }
 
-    fn get_streaming_response<'a>(
-        &'a self,
-        messages: &'a [Message],
-        options: &'a ChatOptions,
-        _function_invocation_kwargs: &'a Kwargs,
-        _client_kwargs: &'a Kwargs,
-    ) -> ChatStream<'a> {
+    fn get_streaming_response<'a>(&'a self, request: ChatRequest<'a>) -> ChatStream<'a> {
+        let ChatRequest {
+            messages, options, ..
+        } = request;
         let state = StreamState {
             client: self,
             start: Some((messages, options)),

@@ -4,8 +4,8 @@
 #![allow(clippy::expect_used, clippy::unwrap_used)] // test helpers may panic
 
 use cairn_core::{
-    ChatClient, ChatErrorKind, ChatOptions, Content, Kwargs, Message, ResponseAssembler, Role,
-    ToolChoice, ToolSpec,
+    ChatClient, ChatErrorKind, ChatOptions, ChatRequest, Content, Kwargs, Message,
+    ResponseAssembler, Role, ToolChoice, ToolSpec,
 };
 use cairn_local::{
     GenerateRequest, KnownModel, LocalClient, LocalConfig, LocalModel, PromptFormat, StopReason,
@@ -162,7 +162,7 @@ fn constrained_turn_is_a_valid_call() {
         };
         let msgs = [Message::user("Switch to fast mode, level 3.")];
         let r = client
-            .get_response(&msgs, &options, &Kwargs::default(), &Kwargs::default())
+            .get_response(ChatRequest::new(&msgs, &options))
             .await
             .expect("responds");
         let calls: Vec<_> = r.function_calls().collect();
@@ -203,7 +203,11 @@ fn second_turn_reuses_the_kv_cache() {
         let kw = Kwargs::default();
         let mut msgs = vec![Message::user("Switch to slow mode, level 1.")];
         let r1 = client
-            .get_response(&msgs, &options, &kw, &kw)
+            .get_response(
+                ChatRequest::new(&msgs, &options)
+                    .with_function_invocation_kwargs(&kw)
+                    .with_client_kwargs(&kw),
+            )
             .await
             .expect("turn 1");
         let u1 = r1.usage.expect("usage");
@@ -219,7 +223,11 @@ fn second_turn_reuses_the_kv_cache() {
             msgs.push(Message::user("Thanks."));
         }
         let r2 = client
-            .get_response(&msgs, &options, &kw, &kw)
+            .get_response(
+                ChatRequest::new(&msgs, &options)
+                    .with_function_invocation_kwargs(&kw)
+                    .with_client_kwargs(&kw),
+            )
             .await
             .expect("turn 2");
         let u2 = r2.usage.expect("usage");
@@ -234,7 +242,11 @@ fn second_turn_reuses_the_kv_cache() {
         // The same second turn from a cold cache evaluates everything.
         model.clear_cache().expect("clears");
         let cold = client
-            .get_response(&msgs, &options, &kw, &kw)
+            .get_response(
+                ChatRequest::new(&msgs, &options)
+                    .with_function_invocation_kwargs(&kw)
+                    .with_client_kwargs(&kw),
+            )
             .await
             .expect("cold turn 2");
         let uc = cold.usage.expect("usage");
@@ -283,7 +295,11 @@ fn raw_output_round_trips_into_the_next_prompt() {
             .text;
         model.clear_cache().expect("clears");
         let r = client
-            .get_response(&msgs, &options, &kw, &kw)
+            .get_response(
+                ChatRequest::new(&msgs, &options)
+                    .with_function_invocation_kwargs(&kw)
+                    .with_client_kwargs(&kw),
+            )
             .await
             .expect("responds");
         msgs.extend(r.messages);
@@ -312,11 +328,19 @@ fn streaming_folds_into_the_same_response() {
             let msgs = [Message::user("Go fast at level 2, then tell me about it.")];
             model.clear_cache().expect("clears");
             let whole = client
-                .get_response(&msgs, &options, &kw, &kw)
+                .get_response(
+                    ChatRequest::new(&msgs, &options)
+                        .with_function_invocation_kwargs(&kw)
+                        .with_client_kwargs(&kw),
+                )
                 .await
                 .expect("responds");
             model.clear_cache().expect("clears");
-            let mut stream = client.get_streaming_response(&msgs, &options, &kw, &kw);
+            let mut stream = client.get_streaming_response(
+                ChatRequest::new(&msgs, &options)
+                    .with_function_invocation_kwargs(&kw)
+                    .with_client_kwargs(&kw),
+            );
             let mut asm = ResponseAssembler::new();
             let mut n = 0;
             while let Some(u) = stream.next().await {
@@ -350,7 +374,11 @@ fn overflow_is_a_context_overflow_error() {
         let kw = Kwargs::default();
         let long = "word ".repeat(200);
         let err = client
-            .get_response(&[Message::user(long)], &ChatOptions::default(), &kw, &kw)
+            .get_response(
+                ChatRequest::new(&[Message::user(long)], &ChatOptions::default())
+                    .with_function_invocation_kwargs(&kw)
+                    .with_client_kwargs(&kw),
+            )
             .await
             .expect_err("too long");
         assert_eq!(err.kind(), ChatErrorKind::ContextOverflow, "{err}");

@@ -15,7 +15,8 @@
 use std::error::Error;
 
 use cairn_core::{
-    ChatClient, ChatOptions, Content, FunctionCall, FunctionResult, Kwargs, Message, Role, ToolSpec,
+    ChatClient, ChatOptions, ChatRequest, Content, FunctionCall, FunctionResult, Kwargs, Message,
+    Role, ToolSpec,
 };
 use cairn_providers::{Api, OpenAIClient};
 use futures::StreamExt;
@@ -94,17 +95,17 @@ fn main() -> Result<(), Box<dyn Error>> {
                     continue;
                 }
                 for _ in 0..50 {
-                    c.get_response(&msgs, &o, &fk, &ck).await?;
+                    c.get_response(ChatRequest::new(&msgs, &o).with_function_invocation_kwargs(&fk).with_client_kwargs(&ck)).await?;
                 }
                 let (cpu0, wall0) = (cpu_seconds(), std::time::Instant::now());
                 for _ in 0..n {
                     if stream {
-                        let mut s = c.get_streaming_response(&msgs, &o, &fk, &ck);
+                        let mut s = c.get_streaming_response(ChatRequest::new(&msgs, &o).with_function_invocation_kwargs(&fk).with_client_kwargs(&ck));
                         while let Some(u) = s.next().await {
                             u?;
                         }
                     } else {
-                        c.get_response(&msgs, &o, &fk, &ck).await?;
+                        c.get_response(ChatRequest::new(&msgs, &o).with_function_invocation_kwargs(&fk).with_client_kwargs(&ck)).await?;
                     }
                 }
                 let cpu = cpu_seconds() - cpu0;

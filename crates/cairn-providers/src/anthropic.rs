@@ -56,9 +56,9 @@ use std::sync::Arc;
 
 use bytes::Bytes;
 use cairn_core::{
-    BoxFuture, ChatClient, ChatError, ChatErrorKind, ChatOptions, ChatResponse, ChatResponseUpdate,
-    ChatStream, Content, FinishReason, FunctionCall, Kwargs, Message, Role, ToolChoice,
-    UpdateEvent, Usage,
+    BoxFuture, ChatClient, ChatError, ChatErrorKind, ChatOptions, ChatRequest, ChatResponse,
+    ChatResponseUpdate, ChatStream, Content, FinishReason, FunctionCall, Kwargs, Message, Role,
+    ToolChoice, UpdateEvent, Usage,
 };
 use reqwest::header::{HeaderMap, HeaderName};
 use serde::Deserialize;
@@ -823,11 +823,14 @@ impl StreamDecoder for AnthropicStreamDecoder {
 impl ChatClient for AnthropicClient {
     fn get_response<'a>(
         &'a self,
-        messages: &'a [Message],
-        options: &'a ChatOptions,
-        _function_invocation_kwargs: &'a Kwargs,
-        client_kwargs: &'a Kwargs,
+        request: ChatRequest<'a>,
     ) -> BoxFuture<'a, Result<ChatResponse, ChatError>> {
+        let ChatRequest {
+            messages,
+            options,
+            client_kwargs,
+            ..
+        } = request;
         Box::pin(async move {
             self.inner
                 .complete(messages, options, client_kwargs)
@@ -836,13 +839,13 @@ impl ChatClient for AnthropicClient {
         })
     }
 
-    fn get_streaming_response<'a>(
-        &'a self,
-        messages: &'a [Message],
-        options: &'a ChatOptions,
-        _function_invocation_kwargs: &'a Kwargs,
-        client_kwargs: &'a Kwargs,
-    ) -> ChatStream<'a> {
+    fn get_streaming_response<'a>(&'a self, request: ChatRequest<'a>) -> ChatStream<'a> {
+        let ChatRequest {
+            messages,
+            options,
+            client_kwargs,
+            ..
+        } = request;
         let open = Box::pin(self.inner.open(messages, options, client_kwargs, true));
         drive(
             open,

@@ -8,9 +8,9 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
 
 use cairn_core::{
-    Agent, ChatClient, ChatErrorKind, ChatOptions, ChatResponse, Content, FinishReason,
-    FunctionCall, FunctionResult, Kwargs, Message, ResponseAssembler, Role, ToolChoice, ToolSpec,
-    UpdateEvent, Usage,
+    Agent, ChatClient, ChatErrorKind, ChatOptions, ChatRequest, ChatResponse, Content,
+    FinishReason, FunctionCall, FunctionResult, Kwargs, Message, ResponseAssembler, Role,
+    ToolChoice, ToolSpec, UpdateEvent, Usage,
 };
 use cairn_providers::{AnthropicClient, RetryPolicy};
 use futures::StreamExt;
@@ -91,7 +91,11 @@ fn answer() -> (String, Vec<String>) {
 
 async fn fold(client: &AnthropicClient, msgs: &[Message], opts: &ChatOptions) -> ChatResponse {
     let k = Kwargs::new();
-    let mut s = client.get_streaming_response(msgs, opts, &k, &k);
+    let mut s = client.get_streaming_response(
+        ChatRequest::new(msgs, opts)
+            .with_function_invocation_kwargs(&k)
+            .with_client_kwargs(&k),
+    );
     let mut asm = ResponseAssembler::new();
     while let Some(u) = s.next().await {
         asm.push(&u.unwrap().event);
@@ -153,7 +157,7 @@ async fn request_shape() {
         ..ChatOptions::default()
     };
     let fkw = Kwargs::from([("user_id", "SECRET-USER")]);
-    c.get_response(&msgs, &opts, &fkw, &Kwargs::new())
+    c.get_response(ChatRequest::new(&msgs, &opts).with_function_invocation_kwargs(&fkw))
         .await
         .unwrap();
     let r = &server.requests()[0];
@@ -219,7 +223,7 @@ async fn plain_and_streamed_answers_agree() {
         ..ChatOptions::default()
     };
     let plain = c
-        .get_response(&msgs, &opts, &Kwargs::new(), &Kwargs::new())
+        .get_response(ChatRequest::new(&msgs, &opts))
         .await
         .unwrap();
     let streamed = fold(&c, &msgs, &opts).await;
@@ -286,10 +290,25 @@ async fn errors_are_typed_and_retried() {
     let msgs = [Message::user("go")];
     let o = ChatOptions::default();
     let k = Kwargs::new();
-    assert!(c.get_response(&msgs, &o, &k, &k).await.is_ok());
+    assert!(
+        c.get_response(
+            ChatRequest::new(&msgs, &o)
+                .with_function_invocation_kwargs(&k)
+                .with_client_kwargs(&k)
+        )
+        .await
+        .is_ok()
+    );
     assert_eq!(server.requests().len(), 3);
 
-    let e = c.get_response(&msgs, &o, &k, &k).await.unwrap_err();
+    let e = c
+        .get_response(
+            ChatRequest::new(&msgs, &o)
+                .with_function_invocation_kwargs(&k)
+                .with_client_kwargs(&k),
+        )
+        .await
+        .unwrap_err();
     assert_eq!(e.kind(), ChatErrorKind::ContextOverflow);
     assert!(e.message().contains("prompt is too long"));
     assert_eq!(
@@ -298,12 +317,26 @@ async fn errors_are_typed_and_retried() {
         "context overflow is not retried"
     );
 
-    let e = c.get_response(&msgs, &o, &k, &k).await.unwrap_err();
+    let e = c
+        .get_response(
+            ChatRequest::new(&msgs, &o)
+                .with_function_invocation_kwargs(&k)
+                .with_client_kwargs(&k),
+        )
+        .await
+        .unwrap_err();
     assert_eq!(e.kind(), ChatErrorKind::Auth);
     assert_eq!(e.status(), Some(401));
     assert!(!e.to_string().contains(KEY));
 
-    let e = c.get_response(&msgs, &o, &k, &k).await.unwrap_err();
+    let e = c
+        .get_response(
+            ChatRequest::new(&msgs, &o)
+                .with_function_invocation_kwargs(&k)
+                .with_client_kwargs(&k),
+        )
+        .await
+        .unwrap_err();
     assert_eq!(e.status(), Some(529));
     assert!(e.is_retryable());
     assert!(e.message().contains("overloaded_error"), "{e}");
@@ -322,7 +355,11 @@ async fn stream_error_event() {
     let c = client(&server);
     let msgs = [Message::user("go")];
     let (o, k) = (ChatOptions::default(), Kwargs::new());
-    let mut s = c.get_streaming_response(&msgs, &o, &k, &k);
+    let mut s = c.get_streaming_response(
+        ChatRequest::new(&msgs, &o)
+            .with_function_invocation_kwargs(&k)
+            .with_client_kwargs(&k),
+    );
     let mut saw_text = false;
     let mut err = None;
     while let Some(u) = s.next().await {
@@ -374,12 +411,10 @@ async fn child_resolve() {
     let c = r.unwrap();
     assert_eq!(c.describe(), "anthropic:claude-x");
     let resp = c
-        .get_response(
+        .get_response(ChatRequest::new(
             &[Message::user("hi")],
             &ChatOptions::default(),
-            &Kwargs::new(),
-            &Kwargs::new(),
-        )
+        ))
         .await
         .unwrap();
     assert_eq!(resp.text_content(), "Calling tools. ");

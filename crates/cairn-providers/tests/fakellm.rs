@@ -8,7 +8,8 @@ use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
 use cairn_core::{
-    Agent, ChatClient, ChatErrorKind, ChatOptions, FnTool, Kwargs, Message, ToolOutput, UpdateEvent,
+    Agent, ChatClient, ChatErrorKind, ChatOptions, ChatRequest, FnTool, Message, ToolOutput,
+    UpdateEvent,
 };
 use cairn_providers::{Api, OpenAIClient};
 use futures::StreamExt;
@@ -154,12 +155,10 @@ async fn context_overflow_from_fakellm() {
     for api in [Api::ChatCompletions, Api::Responses] {
         let c = client(fake.port, api);
         let e = c
-            .get_response(
+            .get_response(ChatRequest::new(
                 &[Message::user(long.clone())],
                 &ChatOptions::default(),
-                &Kwargs::new(),
-                &Kwargs::new(),
-            )
+            ))
             .await
             .unwrap_err();
         assert_eq!(e.kind(), ChatErrorKind::ContextOverflow, "{e}");

@@ -21,8 +21,8 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
 
 use cairn_core::{
-    Agent, ChatClient, ChatError, ChatErrorKind, ChatOptions, ChatResponse, Kwargs, Message,
-    ResponseAssembler,
+    Agent, ChatClient, ChatError, ChatErrorKind, ChatOptions, ChatRequest, ChatResponse, Kwargs,
+    Message, ResponseAssembler,
 };
 use cairn_providers::{
     AnthropicClient, GeminiClient, OpenAIClient, OpenAIClientBuilder, RetryPolicy,
@@ -136,12 +136,10 @@ fn openai(url: String, hyper: bool) -> OpenAIClientBuilder {
 }
 
 async fn ask(c: &dyn ChatClient) -> Result<ChatResponse, ChatError> {
-    c.get_response(
+    c.get_response(ChatRequest::new(
         &[Message::user("go")],
         &ChatOptions::default(),
-        &Kwargs::new(),
-        &Kwargs::new(),
-    )
+    ))
     .await
 }
 
@@ -149,7 +147,11 @@ async fn ask_streamed(c: &dyn ChatClient) -> Result<ChatResponse, ChatError> {
     let messages = [Message::user("go")];
     let options = ChatOptions::default();
     let (fk, ck) = (Kwargs::new(), Kwargs::new());
-    let mut stream = c.get_streaming_response(&messages, &options, &fk, &ck);
+    let mut stream = c.get_streaming_response(
+        ChatRequest::new(&messages, &options)
+            .with_function_invocation_kwargs(&fk)
+            .with_client_kwargs(&ck),
+    );
     let mut asm = ResponseAssembler::default();
     while let Some(u) = stream.next().await {
         asm.push(&u?.event);

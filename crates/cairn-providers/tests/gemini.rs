@@ -8,9 +8,9 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
 
 use cairn_core::{
-    Agent, ChatClient, ChatErrorKind, ChatOptions, ChatResponse, Content, FinishReason,
-    FunctionCall, FunctionResult, Kwargs, Message, ResponseAssembler, Role, ToolChoice, ToolSpec,
-    UpdateEvent, Usage,
+    Agent, ChatClient, ChatErrorKind, ChatOptions, ChatRequest, ChatResponse, Content,
+    FinishReason, FunctionCall, FunctionResult, Kwargs, Message, ResponseAssembler, Role,
+    ToolChoice, ToolSpec, UpdateEvent, Usage,
 };
 use cairn_providers::{GeminiClient, RetryPolicy};
 use futures::StreamExt;
@@ -100,7 +100,11 @@ fn answer() -> (String, Vec<String>) {
 
 async fn fold(c: &GeminiClient, msgs: &[Message], opts: &ChatOptions) -> ChatResponse {
     let k = Kwargs::new();
-    let mut s = c.get_streaming_response(msgs, opts, &k, &k);
+    let mut s = c.get_streaming_response(
+        ChatRequest::new(msgs, opts)
+            .with_function_invocation_kwargs(&k)
+            .with_client_kwargs(&k),
+    );
     let mut asm = ResponseAssembler::new();
     while let Some(u) = s.next().await {
         asm.push(&u.unwrap().event);
@@ -165,7 +169,7 @@ async fn request_shape() {
         ..ChatOptions::default()
     };
     let fkw = Kwargs::from([("user_id", "SECRET-USER")]);
-    c.get_response(&msgs, &opts, &fkw, &Kwargs::new())
+    c.get_response(ChatRequest::new(&msgs, &opts).with_function_invocation_kwargs(&fkw))
         .await
         .unwrap();
     let r = &server.requests()[0];
@@ -253,7 +257,7 @@ async fn plain_and_streamed_answers_agree() {
     ];
     let opts = ChatOptions::default();
     let plain = c
-        .get_response(&msgs, &opts, &Kwargs::new(), &Kwargs::new())
+        .get_response(ChatRequest::new(&msgs, &opts))
         .await
         .unwrap();
     let streamed = fold(&c, &msgs, &opts).await;
@@ -318,19 +322,43 @@ async fn finish_reasons_and_blocked_prompts() {
     let (m, o, k) = ([Message::user("go")], ChatOptions::default(), Kwargs::new());
     let fr = |r: ChatResponse| r.finish_reason;
     assert_eq!(
-        fr(c.get_response(&m, &o, &k, &k).await.unwrap()),
+        fr(c.get_response(
+            ChatRequest::new(&m, &o)
+                .with_function_invocation_kwargs(&k)
+                .with_client_kwargs(&k)
+        )
+        .await
+        .unwrap()),
         Some(FinishReason::Length)
     );
     assert_eq!(
-        fr(c.get_response(&m, &o, &k, &k).await.unwrap()),
+        fr(c.get_response(
+            ChatRequest::new(&m, &o)
+                .with_function_invocation_kwargs(&k)
+                .with_client_kwargs(&k)
+        )
+        .await
+        .unwrap()),
         Some(FinishReason::ContentFilter)
     );
     assert_eq!(
-        fr(c.get_response(&m, &o, &k, &k).await.unwrap()),
+        fr(c.get_response(
+            ChatRequest::new(&m, &o)
+                .with_function_invocation_kwargs(&k)
+                .with_client_kwargs(&k)
+        )
+        .await
+        .unwrap()),
         Some(FinishReason::ContentFilter)
     );
     assert_eq!(
-        fr(c.get_response(&m, &o, &k, &k).await.unwrap()),
+        fr(c.get_response(
+            ChatRequest::new(&m, &o)
+                .with_function_invocation_kwargs(&k)
+                .with_client_kwargs(&k)
+        )
+        .await
+        .unwrap()),
         Some(FinishReason::Other("MALFORMED_FUNCTION_CALL".into()))
     );
 }
@@ -360,15 +388,37 @@ async fn errors_are_typed_and_retried() {
     .await;
     let c = client(&server);
     let (m, o, k) = ([Message::user("go")], ChatOptions::default(), Kwargs::new());
-    assert!(c.get_response(&m, &o, &k, &k).await.is_ok());
+    assert!(
+        c.get_response(
+            ChatRequest::new(&m, &o)
+                .with_function_invocation_kwargs(&k)
+                .with_client_kwargs(&k)
+        )
+        .await
+        .is_ok()
+    );
     assert_eq!(server.requests().len(), 3);
 
-    let e = c.get_response(&m, &o, &k, &k).await.unwrap_err();
+    let e = c
+        .get_response(
+            ChatRequest::new(&m, &o)
+                .with_function_invocation_kwargs(&k)
+                .with_client_kwargs(&k),
+        )
+        .await
+        .unwrap_err();
     assert_eq!(e.kind(), ChatErrorKind::ContextOverflow);
     assert!(e.message().contains("INVALID_ARGUMENT"), "{e}");
     assert_eq!(server.requests().len(), 4);
 
-    let e = c.get_response(&m, &o, &k, &k).await.unwrap_err();
+    let e = c
+        .get_response(
+            ChatRequest::new(&m, &o)
+                .with_function_invocation_kwargs(&k)
+                .with_client_kwargs(&k),
+        )
+        .await
+        .unwrap_err();
     assert_eq!(e.kind(), ChatErrorKind::Auth);
     assert!(!e.to_string().contains(KEY));
     assert_eq!(server.requests().len(), 5);
@@ -383,7 +433,11 @@ async fn stream_error_chunk() {
     let server = TestServer::scripted(vec![Reply::sse(&events, &[5])]).await;
     let c = client(&server);
     let (m, o, k) = ([Message::user("go")], ChatOptions::default(), Kwargs::new());
-    let mut s = c.get_streaming_response(&m, &o, &k, &k);
+    let mut s = c.get_streaming_response(
+        ChatRequest::new(&m, &o)
+            .with_function_invocation_kwargs(&k)
+            .with_client_kwargs(&k),
+    );
     let mut saw_text = false;
     let mut err = None;
     while let Some(u) = s.next().await {
@@ -439,12 +493,10 @@ async fn child_resolve() {
     let c = r.unwrap();
     assert_eq!(c.describe(), "gemini:gemini-x");
     let resp = c
-        .get_response(
+        .get_response(ChatRequest::new(
             &[Message::user("hi")],
             &ChatOptions::default(),
-            &Kwargs::new(),
-            &Kwargs::new(),
-        )
+        ))
         .await
         .unwrap();
     assert_eq!(resp.text_content(), "Calling tools. ");

@@ -6,7 +6,7 @@ mod support;
 
 use std::time::Duration;
 
-use cairn_core::{ChatClient, ChatErrorKind, ChatOptions, Kwargs, Message};
+use cairn_core::{ChatClient, ChatErrorKind, ChatOptions, ChatRequest, Message};
 use cairn_providers::{Api, OpenAIClient};
 use support::*;
 
@@ -27,12 +27,10 @@ fn client(server: &TestServer, builtin: bool) -> OpenAIClient {
 }
 
 async fn ask(c: &OpenAIClient) -> Result<String, cairn_core::ChatError> {
-    c.get_response(
+    c.get_response(ChatRequest::new(
         &[Message::user("go")],
         &ChatOptions::default(),
-        &Kwargs::new(),
-        &Kwargs::new(),
-    )
+    ))
     .await
     .map(|r| r.text_content())
 }

@@ -6,9 +6,9 @@ mod support;
 use std::time::{Duration, Instant};
 
 use cairn_core::{
-    ChatClient, ChatErrorKind, ChatOptions, ChatResponse, Content, FinishReason, FunctionCall,
-    FunctionResult, Kwargs, Message, ResponseAssembler, Role, ToolChoice, ToolSpec, UpdateEvent,
-    Usage,
+    ChatClient, ChatErrorKind, ChatOptions, ChatRequest, ChatResponse, Content, FinishReason,
+    FunctionCall, FunctionResult, Kwargs, Message, ResponseAssembler, Role, ToolChoice, ToolSpec,
+    UpdateEvent, Usage,
 };
 use cairn_providers::{Api, OpenAIClient, RetryPolicy};
 use futures::StreamExt;
@@ -176,7 +176,11 @@ async fn fold(
     o: &ChatOptions,
 ) -> (ChatResponse, Vec<UpdateEvent>) {
     let (fk, ck) = (Kwargs::new(), Kwargs::new());
-    let mut s = client.get_streaming_response(messages, o, &fk, &ck);
+    let mut s = client.get_streaming_response(
+        ChatRequest::new(messages, o)
+            .with_function_invocation_kwargs(&fk)
+            .with_client_kwargs(&ck),
+    );
     let mut a = ResponseAssembler::new();
     let mut events = Vec::new();
     while let Some(u) = s.next().await {
@@ -192,7 +196,11 @@ async fn chat_request_has_the_expected_wire_shape() {
     let server = TestServer::scripted(vec![Reply::ok(chat_json(&Turn::text("ok")))]).await;
     let c = client(&server, Api::ChatCompletions);
     let r = c
-        .get_response(&conversation(), &options(), &fn_kwargs(), &client_kwargs())
+        .get_response(
+            ChatRequest::new(&conversation(), &options())
+                .with_function_invocation_kwargs(&fn_kwargs())
+                .with_client_kwargs(&client_kwargs()),
+        )
         .await
         .unwrap();
     assert_eq!(r.text_content(), "ok");
@@ -248,7 +256,9 @@ async fn responses_request_has_the_expected_wire_shape() {
     let mut o = options();
     o.tool_choice = Some(ToolChoice::Tool("weather".into()));
     let r = c
-        .get_response(&conversation(), &o, &fn_kwargs(), &Kwargs::new())
+        .get_response(
+            ChatRequest::new(&conversation(), &o).with_function_invocation_kwargs(&fn_kwargs()),
+        )
         .await
         .unwrap();
     assert_eq!(r.text_content(), "ok");
@@ -325,10 +335,7 @@ async fn check_stream_equals_plain(api: Api) {
     let c = client(&server, api);
     let msgs = [Message::user("go")];
     let o = ChatOptions::default();
-    let plain = c
-        .get_response(&msgs, &o, &Kwargs::new(), &Kwargs::new())
-        .await
-        .unwrap();
+    let plain = c.get_response(ChatRequest::new(&msgs, &o)).await.unwrap();
     assert_eq!(plain.text_content(), turn.text.clone().unwrap());
     let contents = &plain.messages[0].contents;
     assert_eq!(
@@ -387,7 +394,11 @@ async fn responses_stream_equals_plain_response() {
 async fn stream_error(c: &OpenAIClient) -> (Vec<UpdateEvent>, cairn_core::ChatError) {
     let (fk, ck, o) = (Kwargs::new(), Kwargs::new(), ChatOptions::default());
     let msgs = [Message::user("go")];
-    let mut s = c.get_streaming_response(&msgs, &o, &fk, &ck);
+    let mut s = c.get_streaming_response(
+        ChatRequest::new(&msgs, &o)
+            .with_function_invocation_kwargs(&fk)
+            .with_client_kwargs(&ck),
+    );
     let mut events = Vec::new();
     while let Some(u) = s.next().await {
         match u {
@@ -457,12 +468,10 @@ async fn malformed_json_is_a_decode_error() {
     let (_, e) = stream_error(&c).await;
     assert_eq!(e.kind(), ChatErrorKind::Decode, "{e}");
     let e = c
-        .get_response(
+        .get_response(ChatRequest::new(
             &[Message::user("x")],
             &ChatOptions::default(),
-            &Kwargs::new(),
-            &Kwargs::new(),
-        )
+        ))
         .await
         .unwrap_err();
     assert_eq!(e.kind(), ChatErrorKind::Decode);
@@ -470,12 +479,10 @@ async fn malformed_json_is_a_decode_error() {
     let (_, e) = stream_error(&c).await;
     assert_eq!(e.kind(), ChatErrorKind::Decode);
     let e = c
-        .get_response(
+        .get_response(ChatRequest::new(
             &[Message::user("x")],
             &ChatOptions::default(),
-            &Kwargs::new(),
-            &Kwargs::new(),
-        )
+        ))
         .await
         .unwrap_err();
     assert_eq!(e.kind(), ChatErrorKind::Decode);
@@ -512,12 +519,10 @@ async fn rate_limited_then_success_honours_retry_after() {
                     .0
                     .text_content()
             } else {
-                c.get_response(
+                c.get_response(ChatRequest::new(
                     &[Message::user("go")],
                     &ChatOptions::default(),
-                    &Kwargs::new(),
-                    &Kwargs::new(),
-                )
+                ))
                 .await
                 .unwrap()
                 .text_content()
@@ -544,12 +549,10 @@ async fn retries_are_bounded() {
     .await;
     let c = client(&server, Api::ChatCompletions);
     let e = c
-        .get_response(
+        .get_response(ChatRequest::new(
             &[Message::user("go")],
             &ChatOptions::default(),
-            &Kwargs::new(),
-            &Kwargs::new(),
-        )
+        ))
         .await
         .unwrap_err();
     assert_eq!(e.kind(), ChatErrorKind::Status);
@@ -571,12 +574,10 @@ async fn context_overflow_is_distinct_and_not_retried() {
                     .await;
             let c = client(&server, api);
             let e = c
-                .get_response(
+                .get_response(ChatRequest::new(
                     &[Message::user("go")],
                     &ChatOptions::default(),
-                    &Kwargs::new(),
-                    &Kwargs::new(),
-                )
+                ))
                 .await
                 .unwrap_err();
             assert_eq!(e.kind(), ChatErrorKind::ContextOverflow, "{body}");
@@ -598,12 +599,10 @@ async fn auth_error_never_shows_the_key() {
     .await;
     let c = client(&server, Api::ChatCompletions);
     let e = c
-        .get_response(
+        .get_response(ChatRequest::new(
             &[Message::user("go")],
             &ChatOptions::default(),
-            &Kwargs::new(),
-            &Kwargs::new(),
-        )
+        ))
         .await
         .unwrap_err();
     assert_eq!(e.kind(), ChatErrorKind::Auth);
@@ -638,12 +637,10 @@ async fn connect_errors_and_timeouts() {
         .build()
         .unwrap();
     let e = c
-        .get_response(
+        .get_response(ChatRequest::new(
             &[Message::user("go")],
             &ChatOptions::default(),
-            &Kwargs::new(),
-            &Kwargs::new(),
-        )
+        ))
         .await
         .unwrap_err();
     assert_eq!(e.kind(), ChatErrorKind::Connect, "{e}");
@@ -674,12 +671,10 @@ async fn connect_errors_and_timeouts() {
         .build()
         .unwrap();
     let r = c
-        .get_response(
+        .get_response(ChatRequest::new(
             &[Message::user("go")],
             &ChatOptions::default(),
-            &Kwargs::new(),
-            &Kwargs::new(),
-        )
+        ))
         .await
         .unwrap();
     assert_eq!(
@@ -696,12 +691,10 @@ async fn connect_errors_and_timeouts() {
         .max_retries(0)
         .build()
         .unwrap()
-        .get_response(
+        .get_response(ChatRequest::new(
             &[Message::user("go")],
             &ChatOptions::default(),
-            &Kwargs::new(),
-            &Kwargs::new(),
-        )
+        ))
         .await
         .unwrap_err();
     assert_eq!(e.kind(), ChatErrorKind::Timeout, "{e}");
@@ -770,7 +763,11 @@ async fn tolerates_what_compatible_servers_send() {
     let (fk, ck) = (Kwargs::new(), Kwargs::new());
     let c = client(&server, Api::ChatCompletions);
     let r = c
-        .get_response(&[Message::user("go")], &o, &fk, &ck)
+        .get_response(
+            ChatRequest::new(&[Message::user("go")], &o)
+                .with_function_invocation_kwargs(&fk)
+                .with_client_kwargs(&ck),
+        )
         .await
         .unwrap();
     assert_eq!(r.text_content(), "ab");
@@ -793,14 +790,22 @@ async fn tolerates_what_compatible_servers_send() {
     );
     assert_eq!(r.usage, None);
     let r = c
-        .get_response(&[Message::user("go")], &o, &fk, &ck)
+        .get_response(
+            ChatRequest::new(&[Message::user("go")], &o)
+                .with_function_invocation_kwargs(&fk)
+                .with_client_kwargs(&ck),
+        )
         .await
         .unwrap();
     assert!(r.messages[0].contents.is_empty());
     assert_eq!(r.finish_reason, None);
     let c = client(&server, Api::Responses);
     let r = c
-        .get_response(&[Message::user("go")], &o, &fk, &ck)
+        .get_response(
+            ChatRequest::new(&[Message::user("go")], &o)
+                .with_function_invocation_kwargs(&fk)
+                .with_client_kwargs(&ck),
+        )
         .await
         .unwrap();
     assert_eq!(r.text_content(), "x!");
@@ -877,11 +882,19 @@ async fn structured_output_and_choices() {
     };
     let (fk, ck) = (Kwargs::new(), Kwargs::new());
     client(&server, Api::ChatCompletions)
-        .get_response(&[Message::user("go")], &o, &fk, &ck)
+        .get_response(
+            ChatRequest::new(&[Message::user("go")], &o)
+                .with_function_invocation_kwargs(&fk)
+                .with_client_kwargs(&ck),
+        )
         .await
         .unwrap();
     client(&server, Api::Responses)
-        .get_response(&[Message::user("go")], &o, &fk, &ck)
+        .get_response(
+            ChatRequest::new(&[Message::user("go")], &o)
+                .with_function_invocation_kwargs(&fk)
+                .with_client_kwargs(&ck),
+        )
         .await
         .unwrap();
     let reqs = server.requests();
@@ -923,22 +936,18 @@ async fn missing_model_is_a_config_error_and_no_key_sends_no_auth() {
     let server = TestServer::scripted(vec![Reply::ok(chat_json(&Turn::text("ok")))]).await;
     let c = builder().base_url(server.url()).build().unwrap();
     let e = c
-        .get_response(
+        .get_response(ChatRequest::new(
             &[Message::user("go")],
             &ChatOptions::default(),
-            &Kwargs::new(),
-            &Kwargs::new(),
-        )
+        ))
         .await
         .unwrap_err();
     assert_eq!(e.kind(), ChatErrorKind::Config);
     let r = c
-        .get_response(
+        .get_response(ChatRequest::new(
             &[Message::user("go")],
             &ChatOptions::with_model("per-call"),
-            &Kwargs::new(),
-            &Kwargs::new(),
-        )
+        ))
         .await
         .unwrap();
     assert_eq!(r.text_content(), "ok");
@@ -983,11 +992,19 @@ async fn tool_result_images_are_not_lost() {
     ];
     let (o, fk, ck) = (ChatOptions::default(), Kwargs::new(), Kwargs::new());
     client(&server, Api::ChatCompletions)
-        .get_response(&msgs, &o, &fk, &ck)
+        .get_response(
+            ChatRequest::new(&msgs, &o)
+                .with_function_invocation_kwargs(&fk)
+                .with_client_kwargs(&ck),
+        )
         .await
         .unwrap();
     client(&server, Api::Responses)
-        .get_response(&msgs, &o, &fk, &ck)
+        .get_response(
+            ChatRequest::new(&msgs, &o)
+                .with_function_invocation_kwargs(&fk)
+                .with_client_kwargs(&ck),
+        )
         .await
         .unwrap();
     let reqs = server.requests();

@@ -6,7 +6,7 @@ mod support;
 
 use std::time::Duration;
 
-use cairn_core::{ChatClient, ChatError, ChatErrorKind, ChatOptions, Kwargs, Message};
+use cairn_core::{ChatClient, ChatError, ChatErrorKind, ChatOptions, ChatRequest, Kwargs, Message};
 use cairn_providers::{AnthropicClient, GeminiClient, OpenAIClient, RetryPolicy};
 use futures::StreamExt;
 use support::*;
@@ -22,12 +22,10 @@ fn no_retry() -> RetryPolicy {
 }
 
 async fn plain(c: &dyn ChatClient) -> ChatError {
-    c.get_response(
+    c.get_response(ChatRequest::new(
         &[Message::user("go")],
         &ChatOptions::default(),
-        &Kwargs::new(),
-        &Kwargs::new(),
-    )
+    ))
     .await
     .unwrap_err()
 }
@@ -36,7 +34,11 @@ async fn streamed(c: &dyn ChatClient) -> ChatError {
     let messages = [Message::user("go")];
     let options = ChatOptions::default();
     let (fk, ck) = (Kwargs::new(), Kwargs::new());
-    let mut s = c.get_streaming_response(&messages, &options, &fk, &ck);
+    let mut s = c.get_streaming_response(
+        ChatRequest::new(&messages, &options)
+            .with_function_invocation_kwargs(&fk)
+            .with_client_kwargs(&ck),
+    );
     while let Some(u) = s.next().await {
         if let Err(e) = u {
             return e;

@@ -76,8 +76,8 @@ use std::time::Duration;
 
 use bytes::Bytes;
 use cairn_core::{
-    BoxFuture, ChatClient, ChatError, ChatErrorKind, ChatOptions, ChatResponse, ChatResponseUpdate,
-    ChatStream, Kwargs, Message,
+    BoxFuture, ChatClient, ChatError, ChatErrorKind, ChatOptions, ChatRequest, ChatResponse,
+    ChatResponseUpdate, ChatStream, Kwargs, Message,
 };
 use reqwest::Url;
 use reqwest::header::{AUTHORIZATION, HeaderMap};
@@ -841,11 +841,14 @@ async fn next_item<D: StreamDecoder>(
 impl ChatClient for OpenAIClient {
     fn get_response<'a>(
         &'a self,
-        messages: &'a [Message],
-        options: &'a ChatOptions,
-        _function_invocation_kwargs: &'a Kwargs,
-        client_kwargs: &'a Kwargs,
+        request: ChatRequest<'a>,
     ) -> BoxFuture<'a, Result<ChatResponse, ChatError>> {
+        let ChatRequest {
+            messages,
+            options,
+            client_kwargs,
+            ..
+        } = request;
         Box::pin(async move {
             self.inner
                 .complete(messages, options, client_kwargs)
@@ -854,13 +857,13 @@ impl ChatClient for OpenAIClient {
         })
     }
 
-    fn get_streaming_response<'a>(
-        &'a self,
-        messages: &'a [Message],
-        options: &'a ChatOptions,
-        _function_invocation_kwargs: &'a Kwargs,
-        client_kwargs: &'a Kwargs,
-    ) -> ChatStream<'a> {
+    fn get_streaming_response<'a>(&'a self, request: ChatRequest<'a>) -> ChatStream<'a> {
+        let ChatRequest {
+            messages,
+            options,
+            client_kwargs,
+            ..
+        } = request;
         let open = Box::pin(self.inner.open_stream(messages, options, client_kwargs));
         let redactor = Arc::clone(&self.inner.endpoint.redactor);
         match self.inner.api {
