@@ -21,7 +21,7 @@ use crate::client::{
     ChatClient, ChatOptions, ChatResponse, ToolChoice, UpdateEvent, UpdateMetadata,
 };
 use crate::context::{AgentContext, ChatContext, FunctionInvocationContext};
-use crate::error::{Error, ToolError};
+use crate::error::{Error, MiddlewareKind, ToolError};
 use crate::extensions::Extensions;
 use crate::kwargs::Kwargs;
 use crate::message::{Content, FinishReason, FunctionCall, FunctionResult, Message, Role, Usage};
@@ -523,7 +523,11 @@ async fn execute(
         })
     };
     let ctx = Next::new(chain, endpoint).run(ctx).await?;
-    let mut response = ctx.result.unwrap_or_default();
+    // Agent middleware that skipped `next` must have set a result: an empty reply is never
+    // made up (issue #14).
+    let mut response = ctx
+        .result
+        .ok_or(Error::MissingResult(MiddlewareKind::Agent))?;
     if response.agent_name.is_none() {
         response.agent_name = inner.name.clone();
     }
@@ -667,7 +671,9 @@ async fn invoke_call(
     let ctx = Next::new(Arc::clone(&env.chain), Arc::clone(&env.endpoint))
         .run(ctx)
         .await?;
-    let out = ctx.result.unwrap_or_default();
+    let out = ctx
+        .result
+        .ok_or(Error::MissingResult(MiddlewareKind::Function))?;
     let output = if out.is_error && !env.detailed {
         vec![Content::text("Error: Function failed.")]
     } else {
@@ -881,7 +887,9 @@ async fn run_loop(
             usage,
             response_id,
             ..
-        } = chat_ctx.result.unwrap_or_default();
+        } = chat_ctx
+            .result
+            .ok_or(Error::MissingResult(MiddlewareKind::Chat))?;
         // Drop the call's handle on the conversation before appending to it, so the append
         // does not copy it.
         let stop_requested = chat_ctx.terminate;

@@ -227,6 +227,12 @@ pub enum Error {
     /// that wants the model to see a failure sets a result instead.
     #[error("middleware failed: {0}")]
     Middleware(String),
+    /// Middleware returned without calling `next` and without setting a result. Short-circuiting
+    /// is allowed only with a result (`ctx.result = Some(…)`); an empty answer is never made up.
+    #[error(
+        "{0} middleware returned without calling next or setting a result (set ctx.result to short-circuit)"
+    )]
+    MissingResult(MiddlewareKind),
     /// The caller passed something unusable.
     #[error("invalid input: {0}")]
     InvalidInput(String),
@@ -253,6 +259,28 @@ impl Error {
             Error::Chat(c) => Some(c),
             _ => None,
         }
+    }
+}
+
+/// Which kind of middleware an [`Error::MissingResult`] is about.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[non_exhaustive]
+pub enum MiddlewareKind {
+    /// Agent middleware (around a run).
+    Agent,
+    /// Chat middleware (around a model call).
+    Chat,
+    /// Function middleware (around a tool call).
+    Function,
+}
+
+impl std::fmt::Display for MiddlewareKind {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(match self {
+            MiddlewareKind::Agent => "agent",
+            MiddlewareKind::Chat => "chat",
+            MiddlewareKind::Function => "function",
+        })
     }
 }
 

@@ -68,7 +68,7 @@ pub use client::{
     ChatStream, ResponseAssembler, ToolChoice, UpdateEvent, UpdateMetadata,
 };
 pub use context::{AgentContext, ChatContext, FunctionInvocationContext};
-pub use error::{ChatError, ChatErrorKind, Error, Result, ToolError};
+pub use error::{ChatError, ChatErrorKind, Error, MiddlewareKind, Result, ToolError};
 pub use extensions::Extensions;
 pub use kwargs::Kwargs;
 pub use message::{Content, FinishReason, FunctionCall, FunctionResult, Message, Role, Usage};

@@ -19,7 +19,9 @@
 //!
 //! - **Before `next`**: change the context; downstream sees the change.
 //! - **After `next`**: read or replace `ctx.result`.
-//! - **Short-circuit**: set `ctx.result` and return without calling `next`.
+//! - **Short-circuit**: set `ctx.result` and return without calling `next`. Returning without
+//!   calling `next` *and* without a result fails the run with
+//!   [`Error::MissingResult`](crate::Error::MissingResult): cairn never makes up an empty reply.
 //! - **Terminate**: set `ctx.terminate` (chat and function contexts) to end the loop.
 //! - **Errors**: an `Err` returned by middleware aborts the run with that error (fail closed).
 //!   To tell the *model* about a problem instead, set an error result
