@@ -22,7 +22,7 @@ use crate::client::{
     ChatClient, ChatOptions, ChatResponse, ToolChoice, UpdateEvent, UpdateMetadata,
 };
 use crate::context::{AgentContext, ChatContext, FunctionInvocationContext};
-use crate::error::{Error, ToolError};
+use crate::error::{Error, MiddlewareKind, ToolError};
 use crate::extensions::Extensions;
 use crate::kwargs::Kwargs;
 use crate::message::{Content, FinishReason, FunctionCall, FunctionResult, Message, Role, Usage};
@@ -547,7 +547,11 @@ async fn execute_run(
         })
     };
     let ctx = Next::new(chain, endpoint).run(ctx).await?;
-    let mut response = ctx.result.unwrap_or_default();
+    // Agent middleware that skipped `next` must have set a result: an empty reply is never
+    // made up (issue #14).
+    let mut response = ctx
+        .result
+        .ok_or(Error::MissingResult(MiddlewareKind::Agent))?;
     if response.agent_name.is_none() {
         response.agent_name = inner.name.clone();
     }
@@ -705,7 +709,9 @@ async fn invoke_call_traced(
     let ctx = Next::new(Arc::clone(&env.chain), Arc::clone(&env.endpoint))
         .run(ctx)
         .await?;
-    let out = ctx.result.unwrap_or_default();
+    let out = ctx
+        .result
+        .ok_or(Error::MissingResult(MiddlewareKind::Function))?;
     let output = if out.is_error && !env.detailed {
         vec![Content::text("Error: Function failed.")]
     } else {
@@ -923,7 +929,9 @@ async fn run_loop(
             usage,
             response_id,
             ..
-        } = chat_ctx.result.unwrap_or_default();
+        } = chat_ctx
+            .result
+            .ok_or(Error::MissingResult(MiddlewareKind::Chat))?;
         // Drop the call's handle on the conversation before appending to it, so the append
         // does not copy it.
         let stop_requested = chat_ctx.terminate;
@@ -1285,19 +1293,15 @@ mod telemetry {
 
     /// A low-cardinality name for what failed (`error.type`).
     pub(super) fn error_type(e: &Error) -> &'static str {
-        if let Some(c) = e.as_chat() {
-            return if c.is_context_overflow() {
-                "context_overflow"
-            } else {
-                "chat_error"
-            };
-        }
         match e {
+            Error::Chat(c) if c.is_context_overflow() => "context_overflow",
+            Error::Chat(_) => "chat_error",
             Error::Middleware(_) => "middleware_error",
+            Error::MissingResult(_) => "middleware_error",
             Error::InvalidInput(_) => "invalid_input",
             Error::Cancelled => "cancelled",
             Error::Serde(_) => "serialization_error",
-            _ => "internal_error",
+            Error::Internal(_) => "internal_error",
         }
     }
 
