@@ -22,8 +22,12 @@ pub type BoxStream<'a, T> = Pin<Box<dyn Stream<Item = T> + Send + 'a>>;
 pub type ChatStream<'a> = BoxStream<'a, Result<ChatResponseUpdate, ChatError>>;
 
 /// How the model may use tools on a call.
+///
+/// `#[non_exhaustive]`: a choice added later (say, a subset of the tools) must not break
+/// clients; a client that does not know a choice treats it as [`Auto`](Self::Auto).
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
+#[non_exhaustive]
 pub enum ToolChoice {
     /// The model decides (the default).
     #[default]

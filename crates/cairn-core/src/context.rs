@@ -21,7 +21,11 @@ use crate::tool::{SharedTool, ToolOutput};
 /// `next` (the tool sees the changes), and may read or replace `result` afterwards. Setting
 /// `result` without calling `next` skips the tool; setting `terminate` ends the agent loop after
 /// this batch of calls, with no further model call.
+///
+/// The struct is `#[non_exhaustive]` so fields can be added: build one with
+/// [`new`](Self::new) and set fields on it.
 #[derive(Clone)]
+#[non_exhaustive]
 pub struct FunctionInvocationContext {
     /// The tool being called.
     pub function: SharedTool,
@@ -109,7 +113,11 @@ impl std::fmt::Debug for FunctionInvocationContext {
 /// `Arc::make_mut(&mut ctx.messages)` (which copies it first) or replace it with a new `Arc`.
 /// Either way the change applies to this call only; the conversation the agent keeps is never
 /// rewritten by chat middleware.
+///
+/// The struct is `#[non_exhaustive]` so fields can be added: build one with
+/// [`new`](Self::new) (or [`fork`](Self::fork) an existing one) and set fields on it.
 #[derive(Debug)]
+#[non_exhaustive]
 pub struct ChatContext {
     /// The agent's name.
     pub agent_name: Option<String>,
@@ -138,7 +146,11 @@ pub struct ChatContext {
 /// Middleware may edit the input `messages`, options, tools and both kwargs buckets before
 /// `next`, and read or replace `result` after it. Setting `result` without calling `next` skips
 /// the run entirely (no model call).
+///
+/// The struct is `#[non_exhaustive]` so fields can be added: build one with
+/// [`new`](Self::new) and set fields on it.
 #[derive(Debug)]
+#[non_exhaustive]
 pub struct AgentContext {
     /// The agent's name.
     pub agent_name: Option<String>,
@@ -162,6 +174,62 @@ pub struct AgentContext {
     pub stream: bool,
     /// The stream of a streaming run.
     pub updates: Option<UpdateSink>,
+}
+
+impl ChatContext {
+    /// A context for sending `messages` with `options`, everything else empty (iteration 0,
+    /// no session, no stream).
+    pub fn new(messages: std::sync::Arc<Vec<Message>>, options: ChatOptions) -> Self {
+        ChatContext {
+            agent_name: None,
+            messages,
+            options,
+            client_kwargs: Kwargs::new(),
+            session: None,
+            extensions: Extensions::new(),
+            result: None,
+            terminate: false,
+            iteration: 0,
+            updates: None,
+        }
+    }
+
+    /// A copy of this context without its result, for middleware that calls `next` again
+    /// (a retry after summarizing). The messages stay shared until either copy edits them.
+    pub fn fork(&self) -> Self {
+        ChatContext {
+            agent_name: self.agent_name.clone(),
+            messages: std::sync::Arc::clone(&self.messages),
+            options: self.options.clone(),
+            client_kwargs: self.client_kwargs.clone(),
+            session: self.session.clone(),
+            extensions: self.extensions.clone(),
+            result: None,
+            terminate: self.terminate,
+            iteration: self.iteration,
+            updates: self.updates.clone(),
+        }
+    }
+}
+
+impl AgentContext {
+    /// A context for a run on `messages`, everything else empty (no session, no tools, empty
+    /// kwargs buckets, not streaming).
+    pub fn new(messages: Vec<Message>) -> Self {
+        AgentContext {
+            agent_name: None,
+            messages,
+            session: None,
+            options: ChatOptions::default(),
+            tools: Vec::new(),
+            function_invocation_kwargs: Kwargs::new(),
+            client_kwargs: Kwargs::new(),
+            extensions: Extensions::new(),
+            result: None,
+            stream: false,
+            updates: None,
+        }
+    }
 }
 
 impl std::fmt::Debug for dyn crate::tool::Tool {

@@ -253,7 +253,11 @@ impl Usage {
 }
 
 /// Why the model stopped.
+///
+/// `#[non_exhaustive]`: reasons providers add (a refusal, a paused turn) may become variants;
+/// until then they arrive as [`FinishReason::Other`].
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
+#[non_exhaustive]
 pub enum FinishReason {
     /// A natural end of the answer.
     Stop,

@@ -7,9 +7,7 @@ use std::hint::black_box;
 use std::sync::Arc;
 
 use cairn_core::testing::ScriptedClient;
-use cairn_core::{
-    AgentSession, ChatContext, ChatOptions, ChatResponse, Extensions, Kwargs, Message,
-};
+use cairn_core::{AgentSession, ChatContext, ChatOptions, ChatResponse, Message};
 use cairn_deep::StateBackend;
 use cairn_deep::backend::SharedBackend;
 use cairn_deep::compression::{Compressor, Offloading, Summarization};
@@ -40,18 +38,9 @@ fn compressor(window: usize) -> Compressor {
 }
 
 fn ctx(messages: &Arc<Vec<Message>>, session: &AgentSession) -> ChatContext {
-    ChatContext {
-        agent_name: None,
-        messages: Arc::clone(messages),
-        options: ChatOptions::with_model(MODEL),
-        client_kwargs: Kwargs::new(),
-        session: Some(session.clone()),
-        extensions: Extensions::new(),
-        result: None,
-        terminate: false,
-        iteration: 0,
-        updates: None,
-    }
+    let mut ctx = ChatContext::new(Arc::clone(messages), ChatOptions::with_model(MODEL));
+    ctx.session = Some(session.clone());
+    ctx
 }
 
 fn bench(c: &mut Criterion) {

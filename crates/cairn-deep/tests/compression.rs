@@ -8,8 +8,8 @@ use std::sync::{Arc, Mutex};
 use cairn_core::testing::{RecordedRequest, ScriptedClient};
 use cairn_core::{
     AgentSession, ChatClient, ChatContext, ChatError, ChatErrorKind, ChatOptions, ChatRequest,
-    ChatResponse, Content, Extensions, FnTool, FunctionCall, FunctionResult, Kwargs, LoopConfig,
-    Message, Role, ToolOutput, UpdateEvent,
+    ChatResponse, Content, FnTool, FunctionCall, FunctionResult, Kwargs, LoopConfig, Message, Role,
+    ToolOutput, UpdateEvent,
 };
 use cairn_deep::backend::SharedBackend;
 use cairn_deep::compression::{
@@ -73,18 +73,9 @@ fn compressor(
 }
 
 fn chat_ctx(messages: Vec<Message>, session: &AgentSession) -> ChatContext {
-    ChatContext {
-        agent_name: None,
-        messages: Arc::new(messages),
-        options: ChatOptions::default(),
-        client_kwargs: Kwargs::new(),
-        session: Some(session.clone()),
-        extensions: Extensions::new(),
-        result: None,
-        terminate: false,
-        iteration: 0,
-        updates: None,
-    }
+    let mut ctx = ChatContext::new(Arc::new(messages), ChatOptions::default());
+    ctx.session = Some(session.clone());
+    ctx
 }
 
 fn history(session: &AgentSession) -> String {

@@ -122,7 +122,8 @@ impl LocalClient {
                     })?;
                     Some(vec![t.clone()])
                 }
-                ToolChoice::Auto => match cfg.tool_grammar {
+                // `Auto`, and any choice added later (`ToolChoice` is non-exhaustive).
+                _ => match cfg.tool_grammar {
                     ToolGrammar::Always => Some(tools.clone()),
                     ToolGrammar::OnUserTurns if last_is_user => Some(tools.clone()),
                     _ => None,

@@ -315,10 +315,11 @@ fn wire_tool_choice(tc: Option<&ToolChoice>, parallel: Option<bool>) -> Option<V
     let mut v = match tc {
         None if parallel == Some(false) => json!({"type": "auto"}),
         None => return None,
-        Some(ToolChoice::Auto) => json!({"type": "auto"}),
         Some(ToolChoice::Required) => json!({"type": "any"}),
         Some(ToolChoice::None) => json!({"type": "none"}),
         Some(ToolChoice::Tool(name)) => json!({"type": "tool", "name": name}),
+        // `Auto`, and any choice added later (`ToolChoice` is non-exhaustive).
+        Some(_) => json!({"type": "auto"}),
     };
     if parallel == Some(false) && v["type"] != "none" {
         v["disable_parallel_tool_use"] = Value::Bool(true);

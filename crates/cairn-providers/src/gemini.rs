@@ -369,10 +369,11 @@ pub(crate) fn wire_contents(messages: &[Message], options: &ChatOptions) -> (Str
 
 fn tool_config(tc: &ToolChoice) -> Value {
     let (mode, only) = match tc {
-        ToolChoice::Auto => ("AUTO", None),
         ToolChoice::Required => ("ANY", None),
         ToolChoice::None => ("NONE", None),
         ToolChoice::Tool(name) => ("ANY", Some(name)),
+        // `Auto`, and any choice added later (`ToolChoice` is non-exhaustive).
+        _ => ("AUTO", None),
     };
     let mut cfg = json!({"mode": mode});
     if let Some(n) = only {

@@ -136,7 +136,6 @@ struct WireToolChoice<'a>(&'a ToolChoice);
 impl Serialize for WireToolChoice<'_> {
     fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
         match self.0 {
-            ToolChoice::Auto => s.serialize_str("auto"),
             ToolChoice::None => s.serialize_str("none"),
             ToolChoice::Required => s.serialize_str("required"),
             ToolChoice::Tool(name) => {
@@ -155,6 +154,8 @@ impl Serialize for WireToolChoice<'_> {
                 }
                 .serialize(s)
             }
+            // `Auto`, and any choice added later (`ToolChoice` is non-exhaustive).
+            _ => s.serialize_str("auto"),
         }
     }
 }
