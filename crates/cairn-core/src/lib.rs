@@ -80,8 +80,8 @@ pub use session::{AgentSession, SessionState};
 pub use store::{InMemoryStore, Item, SearchQuery, SharedStore, Store, StoreError};
 pub use stream::{AgentStream, UpdateSink, call_model};
 pub use tool::{
-    ApprovalMode, FnTool, IntoTool, IntoToolOutput, Json, RespecTool, SharedTool, Tool, ToolOutput,
-    ToolSet, ToolSpec,
+    ApprovalMode, Concurrency, FnTool, IntoTool, IntoToolOutput, Json, RespecTool, SharedTool,
+    Tool, ToolOutput, ToolParameters, ToolRouter, ToolSet, ToolSpec, ToolsJsonCache,
 };
 
 #[doc(hidden)]

@@ -594,6 +594,62 @@ impl std::fmt::Debug for ToolRouter {
     }
 }
 
+/// Remembers the JSON a provider rendered for a list of tool specs, so a request that sends
+/// the same tools as a recent one copies that JSON instead of serializing the tools again.
+///
+/// An agent sends the same specs on every model call, so a provider keeps one cache (a
+/// `static` is fine) and renders its wire form of the tools through
+/// [`get_or_render`](Self::get_or_render). A lookup compares the specs (names and
+/// descriptions byte for byte, schemas by pointer first), which costs far less than escaping
+/// them again. It holds the last [`ToolsJsonCache::CAPACITY`] distinct lists.
+///
+/// ```
+/// use cairn_core::{ToolSpec, tool::ToolsJsonCache};
+/// static CACHE: ToolsJsonCache = ToolsJsonCache::new();
+/// let tools = [ToolSpec::new("ls", "List files.", serde_json::json!({"type": "object"}))];
+/// let render = |t: &[ToolSpec]| serde_json::to_string(&t.iter().map(|s| &s.name).collect::<Vec<_>>());
+/// let first = CACHE.get_or_render(&tools, render).unwrap();
+/// let again = CACHE.get_or_render(&tools, |_| unreachable!()).unwrap();
+/// assert_eq!(first.get(), r#"["ls"]"#);
+/// assert!(std::sync::Arc::ptr_eq(&first, &again));
+/// ```
+#[derive(Debug, Default)]
+pub struct ToolsJsonCache {
+    entries: std::sync::Mutex<Vec<(Vec<ToolSpec>, Arc<RawValue>)>>,
+}
+
+impl ToolsJsonCache {
+    /// How many distinct tool lists a cache remembers.
+    pub const CAPACITY: usize = 8;
+
+    /// An empty cache.
+    pub const fn new() -> Self {
+        ToolsJsonCache {
+            entries: std::sync::Mutex::new(Vec::new()),
+        }
+    }
+
+    /// The JSON `render` makes of `tools`, from the cache when the same list was rendered
+    /// recently. `render` must depend on nothing but `tools`.
+    pub fn get_or_render(
+        &self,
+        tools: &[ToolSpec],
+        render: impl FnOnce(&[ToolSpec]) -> Result<String, serde_json::Error>,
+    ) -> Result<Arc<RawValue>, serde_json::Error> {
+        let lock = || self.entries.lock().unwrap_or_else(|p| p.into_inner());
+        if let Some((_, json)) = lock().iter().find(|(specs, _)| specs.as_slice() == tools) {
+            return Ok(Arc::clone(json));
+        }
+        let json: Arc<RawValue> = RawValue::from_string(render(tools)?)?.into();
+        let mut entries = lock();
+        if entries.len() >= Self::CAPACITY {
+            entries.remove(0);
+        }
+        entries.push((tools.to_vec(), Arc::clone(&json)));
+        Ok(json)
+    }
+}
+
 /// A value whose methods are tools (SPEC R1.5): long-lived dependencies live on the value.
 /// `#[tools]` on an `impl` block implements it.
 pub trait ToolSet: Send + Sync + 'static {

@@ -206,7 +206,22 @@ pub struct Compressor {
     result_threshold: usize,
     custom_counter: Option<SharedCounter>,
     counters: Mutex<HashMap<String, SharedCounter>>,
-    fixed: Mutex<HashMap<(u64, usize), usize>>,
+    fixed: Mutex<Vec<FixedTokens>>,
+    last_model: Mutex<Option<ModelSetup>>,
+}
+
+/// The model a call asked for, with its counter and window.
+struct ModelSetup {
+    model: String,
+    counter: SharedCounter,
+    window: Option<usize>,
+}
+
+/// A counted system prompt and tool list (see `Compressor::fixed_tokens`).
+struct FixedTokens {
+    instructions: String,
+    tools: Vec<cairn_core::ToolSpec>,
+    tokens: usize,
 }
 
 impl std::fmt::Debug for Compressor {
@@ -245,7 +260,8 @@ impl Compressor {
             result_threshold,
             custom_counter: None,
             counters: Mutex::new(HashMap::new()),
-            fixed: Mutex::new(HashMap::new()),
+            fixed: Mutex::new(Vec::new()),
+            last_model: Mutex::new(None),
         }
     }
 
@@ -309,6 +325,33 @@ impl Compressor {
         }
     }
 
+    /// The counter and input window for the model of `options`, remembered for the last model
+    /// seen (a run asks for the same model on every call, and looking a window up by name
+    /// scans the table of known models).
+    fn model_setup(&self, options: &ChatOptions) -> (SharedCounter, Option<usize>) {
+        let described;
+        let model = match options.model.as_deref() {
+            Some(m) => m,
+            None => {
+                described = self.client.describe();
+                described.as_str()
+            }
+        };
+        if let Some(last) = &*lock(&self.last_model)
+            && last.model == model
+        {
+            return (Arc::clone(&last.counter), last.window);
+        }
+        let counter = self.counter_for(model);
+        let window = self.window_for(model);
+        *lock(&self.last_model) = Some(ModelSetup {
+            model: model.to_owned(),
+            counter: Arc::clone(&counter),
+            window,
+        });
+        (counter, window)
+    }
+
     /// The model's input window: the configured one, else the known one for `model`.
     pub fn window_for(&self, model: &str) -> Option<usize> {
         self.window
@@ -317,23 +360,19 @@ impl Compressor {
 
     /// Tokens of the system prompt and tool schemas (cached by content).
     ///
-    /// The cache key hashes the instructions, each tool's name and description and its
-    /// schema's precomputed fingerprint, so a hit serializes nothing; the tools are serialized
-    /// only to count them on a miss.
+    /// The cache compares the instructions and the tool specs themselves (byte comparisons,
+    /// schemas by pointer first), so a hit neither serializes nor hashes them; the tools are
+    /// serialized only to count them on a miss.
     fn fixed_tokens(&self, options: &ChatOptions, counter: &dyn TokenCounter) -> usize {
         let instructions = options.instructions.as_deref().unwrap_or("");
-        let mut hash = render::fnv(0, instructions.as_bytes());
-        let mut len = instructions.len();
-        for t in &options.tools {
-            hash = render::fnv(hash, t.name.as_bytes());
-            hash = render::fnv(hash, &[0]);
-            hash = render::fnv(hash, t.description.as_bytes());
-            hash = render::fnv(hash, &t.parameters.fingerprint().to_le_bytes());
-            len += t.name.len() + t.description.len() + t.parameters.json().get().len();
-        }
-        let key = (hash, len);
-        if let Some(n) = lock(&self.fixed).get(&key) {
-            return *n;
+        let hit = lock(&self.fixed)
+            .iter()
+            .find(|f| {
+                f.instructions == instructions && f.tools.as_slice() == options.tools.as_slice()
+            })
+            .map(|f| f.tokens);
+        if let Some(n) = hit {
+            return n;
         }
         let tools = if options.tools.is_empty() {
             String::new()
@@ -344,11 +383,15 @@ impl Compressor {
         if !instructions.is_empty() {
             n += counter.count_message(&Message::system(instructions));
         }
-        let mut map = lock(&self.fixed);
-        if map.len() > 64 {
-            map.clear();
+        let mut cache = lock(&self.fixed);
+        if cache.len() >= 16 {
+            cache.remove(0);
         }
-        map.insert(key, n);
+        cache.push(FixedTokens {
+            instructions: instructions.to_owned(),
+            tools: options.tools.clone(),
+            tokens: n,
+        });
         n
     }
 
@@ -390,9 +433,7 @@ impl Compressor {
         ctx: &mut ChatContext,
         force: bool,
     ) -> Result<CompactOutcome, CompressionError> {
-        let model = self.model_name(&ctx.options);
-        let counter = self.counter_for(&model);
-        let window = self.window_for(&model);
+        let (counter, window) = self.model_setup(&ctx.options);
         let limits = Limits::resolve(&self.summarization, window);
         let stored = Arc::clone(&ctx.messages);
         let lead = stored.iter().take_while(|m| m.role == Role::System).count();
@@ -790,6 +831,21 @@ impl Middleware<AgentContext> for CompressionSetup {
 /// a context-overflow error by summarizing and retrying once.
 struct CompressionMiddleware(Arc<Compressor>);
 
+fn copy_context(c: &ChatContext) -> ChatContext {
+    ChatContext {
+        agent_name: c.agent_name.clone(),
+        messages: Arc::clone(&c.messages),
+        options: c.options.clone(),
+        client_kwargs: c.client_kwargs.clone(),
+        session: c.session.clone(),
+        extensions: c.extensions.clone(),
+        result: None,
+        terminate: c.terminate,
+        iteration: c.iteration,
+        updates: c.updates.clone(),
+    }
+}
+
 impl Middleware<ChatContext> for CompressionMiddleware {
     fn process(
         &self,
@@ -798,7 +854,7 @@ impl Middleware<ChatContext> for CompressionMiddleware {
     ) -> BoxFuture<'static, cairn_core::Result<ChatContext>> {
         let this = Arc::clone(&self.0);
         Box::pin(async move {
-            let original = ctx.fork();
+            let original = copy_context(&ctx);
             let first = this.compact(&mut ctx, false).await?;
             let err = match next.clone().run(ctx).await {
                 Ok(c) => return Ok(c),

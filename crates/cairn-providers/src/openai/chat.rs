@@ -104,9 +104,25 @@ impl Serialize for ChatRequest<'_> {
     }
 }
 
+/// The tools of a request, rendered once per distinct tool list (an agent sends the same
+/// list on every call) and then copied from [`TOOLS_JSON`].
 struct WireTools<'a>(&'a [ToolSpec]);
 
+static TOOLS_JSON: cairn_core::tool::ToolsJsonCache = cairn_core::tool::ToolsJsonCache::new();
+
 impl Serialize for WireTools<'_> {
+    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        let json = TOOLS_JSON
+            .get_or_render(self.0, |tools| serde_json::to_string(&RenderTools(tools)))
+            .map_err(serde::ser::Error::custom)?;
+        json.serialize(s)
+    }
+}
+
+/// The wire form of tool specs, serialized field by field.
+struct RenderTools<'a>(&'a [ToolSpec]);
+
+impl Serialize for RenderTools<'_> {
     fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
         #[derive(Serialize)]
         struct Function<'a> {
