@@ -831,21 +831,6 @@ impl Middleware<AgentContext> for CompressionSetup {
 /// a context-overflow error by summarizing and retrying once.
 struct CompressionMiddleware(Arc<Compressor>);
 
-fn copy_context(c: &ChatContext) -> ChatContext {
-    ChatContext {
-        agent_name: c.agent_name.clone(),
-        messages: Arc::clone(&c.messages),
-        options: c.options.clone(),
-        client_kwargs: c.client_kwargs.clone(),
-        session: c.session.clone(),
-        extensions: c.extensions.clone(),
-        result: None,
-        terminate: c.terminate,
-        iteration: c.iteration,
-        updates: c.updates.clone(),
-    }
-}
-
 impl Middleware<ChatContext> for CompressionMiddleware {
     fn process(
         &self,
@@ -854,7 +839,7 @@ impl Middleware<ChatContext> for CompressionMiddleware {
     ) -> BoxFuture<'static, cairn_core::Result<ChatContext>> {
         let this = Arc::clone(&self.0);
         Box::pin(async move {
-            let original = copy_context(&ctx);
+            let original = ctx.fork();
             let first = this.compact(&mut ctx, false).await?;
             let err = match next.clone().run(ctx).await {
                 Ok(c) => return Ok(c),
