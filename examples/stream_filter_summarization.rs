@@ -10,7 +10,10 @@
 use std::sync::Arc;
 
 use cairn::testing::ScriptedClient;
-use cairn::{AgentSession, ChatClient, ChatResponse, DeepAgent, HarnessProfile, UpdateEvent, tool};
+use cairn::{
+    AgentEventKind, AgentSession, ChatClient, ChatResponse, DeepAgent, HarnessProfile, UpdateEvent,
+    tool,
+};
 use futures::StreamExt;
 use serde_json::json;
 
@@ -93,11 +96,14 @@ async fn main() -> anyhow::Result<()> {
             skipped += 1;
             continue;
         }
-        match &update.event {
-            UpdateEvent::TextDelta { text } => print!("{text}"),
-            UpdateEvent::ToolCallStart { name, .. } => println!("[calling {name}]"),
-            UpdateEvent::ToolCallDelta { arguments, .. } => println!("  {arguments}"),
-            UpdateEvent::RunCompleted(_) => println!(),
+        match &update.kind {
+            AgentEventKind::Model(m) => match &m.event {
+                UpdateEvent::TextDelta { text } => print!("{text}"),
+                UpdateEvent::ToolCallStart { name, .. } => println!("[calling {name}]"),
+                UpdateEvent::ToolCallDelta { arguments, .. } => println!("  {arguments}"),
+                _ => {}
+            },
+            AgentEventKind::RunCompleted(_) => println!(),
             _ => {}
         }
     }

@@ -5,7 +5,7 @@ use std::collections::{BTreeMap, HashMap};
 use std::io::{IsTerminal, Write};
 use std::time::Duration;
 
-use cairn_core::{AgentResponse, ChatResponseUpdate, Message, Role, UpdateEvent, Usage};
+use cairn_core::{AgentEvent, AgentEventKind, AgentResponse, Message, Role, UpdateEvent, Usage};
 use serde_json::Value;
 
 /// Whether to use ANSI colors.
@@ -240,18 +240,21 @@ pub struct Tally {
 
 impl Tally {
     /// Counts one update.
-    pub fn observe(&mut self, u: &ChatResponseUpdate) {
+    pub fn observe(&mut self, u: &AgentEvent) {
         let nested = !u.metadata.namespace.is_empty();
         let side = u.metadata.source.is_some();
-        match &u.event {
-            // Middleware's own model calls (e.g. summarization): their tokens count, they are
-            // not steps of the agent.
-            UpdateEvent::Usage(usage) if side => self.sub_usage.add(usage),
-            UpdateEvent::Finished { .. } if side => {}
-            UpdateEvent::ToolResult(_) => self.tool_calls += 1,
-            UpdateEvent::Finished { .. } if nested => self.sub_steps += 1,
-            UpdateEvent::Usage(usage) if nested => self.sub_usage.add(usage),
-            UpdateEvent::RunCompleted(r) if !nested => self.response = Some((**r).clone()),
+        match &u.kind {
+            AgentEventKind::Model(m) => match &m.event {
+                // Middleware's own model calls (e.g. summarization): their tokens count, they
+                // are not steps of the agent.
+                UpdateEvent::Usage(usage) if side => self.sub_usage.add(usage),
+                UpdateEvent::Finished { .. } if side => {}
+                UpdateEvent::Finished { .. } if nested => self.sub_steps += 1,
+                UpdateEvent::Usage(usage) if nested => self.sub_usage.add(usage),
+                _ => {}
+            },
+            AgentEventKind::ToolResult(_) => self.tool_calls += 1,
+            AgentEventKind::RunCompleted(r) if !nested => self.response = Some((**r).clone()),
             _ => {}
         }
     }
@@ -346,7 +349,7 @@ impl HumanRenderer {
         }
     }
 
-    fn switch_namespace(&mut self, u: &ChatResponseUpdate) {
+    fn switch_namespace(&mut self, u: &AgentEvent) {
         if u.metadata.namespace == self.namespace {
             return;
         }
@@ -394,8 +397,8 @@ impl HumanRenderer {
     }
 
     /// Shows one update (buffered; call [`flush`](Self::flush)).
-    pub fn handle(&mut self, u: &ChatResponseUpdate) {
-        if matches!(u.event, UpdateEvent::RunCompleted(_)) {
+    pub fn handle(&mut self, u: &AgentEvent) {
+        if matches!(u.kind, AgentEventKind::RunCompleted(_)) {
             return;
         }
         self.switch_namespace(u);
@@ -411,7 +414,19 @@ impl HumanRenderer {
             return;
         }
         let ns = u.metadata.namespace.clone();
-        match &u.event {
+        let event = match &u.kind {
+            AgentEventKind::Model(m) => &m.event,
+            AgentEventKind::ToolResult(r) => {
+                self.tool_result(&ns, r);
+                return;
+            }
+            AgentEventKind::Message(m) => {
+                self.message(m);
+                return;
+            }
+            _ => return,
+        };
+        match event {
             UpdateEvent::TextDelta { text } => self.text(&sanitize(&expand_tabs(text))),
             UpdateEvent::ReasoningDelta { text } if self.verbose => {
                 let t = self.style.dim(&sanitize(&expand_tabs(text)));
@@ -438,32 +453,32 @@ impl HumanRenderer {
                     .push_str(arguments);
             }
             UpdateEvent::Finished { .. } => self.flush_calls(&ns),
-            UpdateEvent::ToolResult(r) => {
-                self.flush_calls(&ns);
-                let (name, args) = self.calls.remove(&r.call_id).unwrap_or_default();
-                let text = r.text();
-                if r.is_error {
-                    let shown = self.style.error(&format!(
-                        "  ✗ {}",
-                        result_summary(&text, if self.verbose { 10 } else { 2 }, self.max())
-                    ));
-                    self.line(&shown);
-                } else if name == "write_todos"
-                    && let Some(list) = todo_checklist(&args)
-                {
-                    for l in list {
-                        self.line(&format!("  {l}"));
-                    }
-                } else {
-                    let shown = self.style.dim(&format!(
-                        "  ← {}",
-                        result_summary(&text, if self.verbose { 10 } else { 2 }, self.max())
-                    ));
-                    self.line(&shown);
-                }
-            }
-            UpdateEvent::Message(m) => self.message(m),
             _ => {}
+        }
+    }
+
+    fn tool_result(&mut self, ns: &[String], r: &cairn_core::FunctionResult) {
+        self.flush_calls(ns);
+        let (name, args) = self.calls.remove(&r.call_id).unwrap_or_default();
+        let text = r.text();
+        if r.is_error {
+            let shown = self.style.error(&format!(
+                "  ✗ {}",
+                result_summary(&text, if self.verbose { 10 } else { 2 }, self.max())
+            ));
+            self.line(&shown);
+        } else if name == "write_todos"
+            && let Some(list) = todo_checklist(&args)
+        {
+            for l in list {
+                self.line(&format!("  {l}"));
+            }
+        } else {
+            let shown = self.style.dim(&format!(
+                "  ← {}",
+                result_summary(&text, if self.verbose { 10 } else { 2 }, self.max())
+            ));
+            self.line(&shown);
         }
     }
 
@@ -612,7 +627,7 @@ pub struct JsonRenderer;
 
 impl JsonRenderer {
     /// Prints one update as one line.
-    pub fn handle(&mut self, u: &ChatResponseUpdate) {
+    pub fn handle(&mut self, u: &AgentEvent) {
         Self::print(&serde_json::to_value(u).unwrap_or(Value::Null));
     }
 

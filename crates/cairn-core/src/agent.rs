@@ -18,9 +18,7 @@ use serde::{Deserialize, Serialize};
 use serde_json::Value;
 use tracing::Instrument;
 
-use crate::client::{
-    ChatClient, ChatOptions, ChatResponse, ToolChoice, UpdateEvent, UpdateMetadata,
-};
+use crate::client::{ChatClient, ChatOptions, ChatResponse, ToolChoice};
 use crate::context::{AgentContext, ChatContext, FunctionInvocationContext};
 use crate::error::{Error, MiddlewareKind, ToolError};
 use crate::extensions::Extensions;
@@ -30,7 +28,7 @@ use crate::middleware::{
     AnyMiddleware, Endpoint, IntoMiddleware, Middleware, MiddlewareSet, Next, concat,
 };
 use crate::session::AgentSession;
-use crate::stream::{AgentStream, UpdateSink};
+use crate::stream::{AgentEventKind, AgentStream, UpdateMetadata, UpdateSink};
 use crate::tool::{Concurrency, IntoTool, SharedTool, ToolOutput, ToolRouter, ToolSpec};
 
 /// Text used when the last, tool-less call produced no answer.
@@ -395,8 +393,8 @@ impl RunRequest {
         self
     }
 
-    /// Runs in the background and streams its updates; the last update is
-    /// [`UpdateEvent::RunCompleted`]. Must be called inside a Tokio runtime.
+    /// Runs in the background and streams its [`AgentEvent`](crate::AgentEvent)s; the last is
+    /// [`AgentEventKind::RunCompleted`]. Must be called inside a Tokio runtime.
     pub fn stream(mut self) -> AgentStream {
         let (sink, rx) = UpdateSink::channel(UpdateMetadata {
             agent_name: self.agent.inner.name.clone(),
@@ -564,7 +562,7 @@ async fn execute_run(
         );
     }
     if let Some(sink) = &ctx.updates {
-        sink.emit(UpdateEvent::RunCompleted(Box::new(response.clone())));
+        sink.emit(AgentEventKind::RunCompleted(Box::new(response.clone())));
     }
     Ok(response)
 }
@@ -723,7 +721,7 @@ async fn invoke_call_traced(
         is_error: out.is_error,
     };
     if let Some(sink) = &env.updates {
-        sink.emit(UpdateEvent::ToolResult(result.clone()));
+        sink.emit(AgentEventKind::ToolResult(result.clone()));
     }
     Ok((result, ctx.terminate))
 }

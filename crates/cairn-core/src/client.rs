@@ -9,7 +9,7 @@ use serde_json::Value;
 
 use crate::error::ChatError;
 use crate::kwargs::Kwargs;
-use crate::message::{Content, FinishReason, FunctionCall, FunctionResult, Message, Role, Usage};
+use crate::message::{Content, FinishReason, FunctionCall, Message, Role, Usage};
 use crate::tool::ToolSpec;
 
 /// A boxed, sendable future.
@@ -176,22 +176,14 @@ impl ChatResponse {
     }
 }
 
-/// Where an update came from and which agent produced it.
-#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
-pub struct UpdateMetadata {
-    /// The agent that produced the update.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub agent_name: Option<String>,
-    /// What produced it inside the agent: `None` for the main model calls, or a tag such as
-    /// `"summarization"` for calls made by middleware, so consumers can filter.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub source: Option<String>,
-    /// The path of nested agents (outermost first); empty for the top-level agent.
-    #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    pub namespace: Vec<String>,
-}
+pub use crate::stream::UpdateMetadata;
 
-/// What a streamed update carries.
+/// What one streamed piece of a model call carries: model-level only.
+///
+/// Run-level events (tool results, messages, the end of a run) are [`AgentEventKind`]s of
+/// the agent's stream, never produced by a client.
+///
+/// [`AgentEventKind`]: crate::stream::AgentEventKind
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(tag = "type", rename_all = "snake_case")]
 #[non_exhaustive]
@@ -222,8 +214,6 @@ pub enum UpdateEvent {
         /// The JSON text piece.
         arguments: String,
     },
-    /// A tool finished (emitted by the agent loop, not by clients).
-    ToolResult(FunctionResult),
     /// Token usage of the call.
     Usage(Usage),
     /// The call finished.
@@ -237,30 +227,25 @@ pub enum UpdateEvent {
         #[serde(default, skip_serializing_if = "Option::is_none")]
         response_id: Option<String>,
     },
-    /// A complete message produced outside a model stream (for example by middleware).
-    Message(Message),
-    /// The run ended; its final response (the same the non-streaming run returns).
-    RunCompleted(Box<crate::agent::AgentResponse>),
 }
 
-/// One streamed update with its metadata.
+/// One streamed update of a model call: what [`ChatClient::get_streaming_response`] yields.
+///
+/// It says nothing about which agent or nested run it belongs to: the agent wraps it in an
+/// [`AgentEvent`](crate::stream::AgentEvent) with that metadata. `#[non_exhaustive]`: build it
+/// with [`new`](Self::new) or `UpdateEvent::….into()`.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[non_exhaustive]
 pub struct ChatResponseUpdate {
     /// What it carries.
     #[serde(flatten)]
     pub event: UpdateEvent,
-    /// Where it came from.
-    #[serde(default)]
-    pub metadata: UpdateMetadata,
 }
 
 impl ChatResponseUpdate {
-    /// An update with empty metadata.
+    /// An update carrying `event`.
     pub fn new(event: UpdateEvent) -> Self {
-        ChatResponseUpdate {
-            event,
-            metadata: UpdateMetadata::default(),
-        }
+        ChatResponseUpdate { event }
     }
 }
 
@@ -328,8 +313,6 @@ impl ResponseAssembler {
                 if response_id.is_some() {
                     self.response_id = response_id.clone();
                 }
-            }
-            UpdateEvent::ToolResult(_) | UpdateEvent::Message(_) | UpdateEvent::RunCompleted(_) => {
             }
         }
     }

@@ -65,7 +65,7 @@ pub use agent::{
 };
 pub use client::{
     BoxFuture, BoxStream, ChatClient, ChatOptions, ChatRequest, ChatResponse, ChatResponseUpdate,
-    ChatStream, ResponseAssembler, ToolChoice, UpdateEvent, UpdateMetadata,
+    ChatStream, ResponseAssembler, ToolChoice, UpdateEvent,
 };
 pub use context::{AgentContext, ChatContext, FunctionInvocationContext};
 pub use error::{ChatError, ChatErrorKind, Error, MiddlewareKind, Result, ToolError};
@@ -78,7 +78,9 @@ pub use middleware::{
 };
 pub use session::{AgentSession, SessionState};
 pub use store::{InMemoryStore, Item, SearchQuery, SharedStore, Store, StoreError};
-pub use stream::{AgentStream, UpdateSink, call_model};
+pub use stream::{
+    AgentEvent, AgentEventKind, AgentStream, UpdateMetadata, UpdateSink, call_model,
+};
 pub use tool::{
     ApprovalMode, Concurrency, FnTool, IntoTool, IntoToolOutput, Json, RespecTool, SharedTool,
     Tool, ToolOutput, ToolParameters, ToolRouter, ToolSet, ToolSpec, ToolsJsonCache,

@@ -7,9 +7,9 @@ use std::time::Duration;
 use cairn_core::testing::{RecordedRequest, ScriptedClient};
 use cairn_core::{Agent, ChatError, ChatErrorKind};
 use cairn_core::{
-    AgentContext, AgentNext, AgentResponse, AgentSession, ChatContext, ChatNext, ChatResponse,
-    Content, FnTool, FunctionInvocationContext, FunctionNext, Kwargs, LoopConfig, Message, Result,
-    Role, SharedTool, ToolChoice, ToolError, ToolOutput, UpdateEvent,
+    AgentContext, AgentEventKind, AgentNext, AgentResponse, AgentSession, ChatContext, ChatNext,
+    ChatResponse, Content, FnTool, FunctionInvocationContext, FunctionNext, Kwargs, LoopConfig,
+    Message, Result, Role, SharedTool, ToolChoice, ToolError, ToolOutput, UpdateEvent,
 };
 use futures::StreamExt;
 use serde_json::{Value, json};
@@ -765,14 +765,17 @@ async fn streaming_yields_updates_and_the_same_final_response() {
     let mut completed = None;
     while let Some(u) = stream.next().await {
         assert_eq!(u.metadata.agent_name.as_deref(), Some("Streamer"));
-        match u.event {
-            UpdateEvent::TextDelta { text: t } => {
-                text.push_str(&t);
-                kinds.push("text");
-            }
-            UpdateEvent::ToolCallStart { .. } => kinds.push("call"),
-            UpdateEvent::ToolResult(_) => kinds.push("result"),
-            UpdateEvent::RunCompleted(r) => completed = Some(*r),
+        match u.kind {
+            AgentEventKind::Model(m) => match m.event {
+                UpdateEvent::TextDelta { text: t } => {
+                    text.push_str(&t);
+                    kinds.push("text");
+                }
+                UpdateEvent::ToolCallStart { .. } => kinds.push("call"),
+                _ => {}
+            },
+            AgentEventKind::ToolResult(_) => kinds.push("result"),
+            AgentEventKind::RunCompleted(r) => completed = Some(*r),
             _ => {}
         }
     }

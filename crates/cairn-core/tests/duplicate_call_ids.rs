@@ -7,7 +7,7 @@ use std::sync::{Arc, Mutex};
 
 use cairn_core::testing::{RecordedRequest, ScriptedClient};
 use cairn_core::{
-    Agent, ChatResponse, Content, FnTool, FunctionCall, Message, Role, ToolOutput, UpdateEvent,
+    Agent, AgentEventKind, ChatResponse, Content, FnTool, FunctionCall, Message, Role, ToolOutput,
 };
 use futures::StreamExt;
 use serde_json::json;
@@ -128,7 +128,7 @@ async fn streamed_run_renames_too() {
     let mut stream = agent.run("go").stream();
     let mut result_ids = Vec::new();
     while let Some(u) = stream.next().await {
-        if let UpdateEvent::ToolResult(r) = &u.event {
+        if let AgentEventKind::ToolResult(r) = &u.kind {
             result_ids.push(r.call_id.clone());
         }
     }

@@ -651,7 +651,7 @@ async fn summarization_updates_are_tagged_in_the_stream() {
     let mut summary_text = String::new();
     let mut agent_text = String::new();
     while let Some(u) = stream.next().await {
-        if let UpdateEvent::TextDelta { text } = &u.event {
+        if let Some(UpdateEvent::TextDelta { text }) = u.model_event() {
             match u.metadata.source.as_deref() {
                 Some("summarization") => summary_text.push_str(text),
                 None => agent_text.push_str(text),

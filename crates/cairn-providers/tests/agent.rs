@@ -8,7 +8,7 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
 
-use cairn_core::{Agent, AgentResponse, FnTool, Kwargs, ToolOutput, UpdateEvent};
+use cairn_core::{Agent, AgentEventKind, AgentResponse, FnTool, Kwargs, ToolOutput, UpdateEvent};
 use cairn_providers::{Api, OpenAIClient};
 use futures::StreamExt;
 use serde_json::{Value, json};
@@ -102,9 +102,11 @@ async fn run_both(api: Api) -> (AgentResponse, AgentResponse) {
     let mut streamed = None;
     let mut text_deltas = 0;
     while let Some(u) = stream.next().await {
-        match u.event {
-            UpdateEvent::RunCompleted(r) => streamed = Some(*r),
-            UpdateEvent::TextDelta { .. } => text_deltas += 1,
+        match u.kind {
+            AgentEventKind::RunCompleted(r) => streamed = Some(*r),
+            AgentEventKind::Model(m) if matches!(m.event, UpdateEvent::TextDelta { .. }) => {
+                text_deltas += 1
+            }
             _ => {}
         }
     }

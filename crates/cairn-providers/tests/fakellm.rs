@@ -8,8 +8,8 @@ use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
 use cairn_core::{
-    Agent, ChatClient, ChatErrorKind, ChatOptions, ChatRequest, FnTool, Message, ToolOutput,
-    UpdateEvent,
+    Agent, AgentEventKind, ChatClient, ChatErrorKind, ChatOptions, ChatRequest, FnTool, Message,
+    ToolOutput,
 };
 use cairn_providers::{Api, OpenAIClient};
 use futures::StreamExt;
@@ -132,7 +132,7 @@ async fn agent_loops_against_fakellm() {
         let mut s = agent.run(input).stream();
         let mut done = None;
         while let Some(u) = s.next().await {
-            if let UpdateEvent::RunCompleted(r) = u.event {
+            if let AgentEventKind::RunCompleted(r) = u.kind {
                 done = Some(*r);
             }
         }
@@ -181,7 +181,7 @@ async fn concurrent_sessions_share_the_pool() {
                     let mut s = agent.run(input).stream();
                     let mut calls = 0;
                     while let Some(u) = s.next().await {
-                        if let UpdateEvent::RunCompleted(r) = u.event {
+                        if let AgentEventKind::RunCompleted(r) = u.kind {
                             calls = r.function_calls().count();
                         }
                     }

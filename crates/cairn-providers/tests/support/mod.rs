@@ -602,7 +602,7 @@ pub async fn run_plain_and_streamed(
     let mut stream = agent.run("go").function_invocation_kwargs(kw).stream();
     let mut streamed = None;
     while let Some(u) = stream.next().await {
-        if let cairn_core::UpdateEvent::RunCompleted(r) = u.event {
+        if let cairn_core::AgentEventKind::RunCompleted(r) = u.kind {
             streamed = Some(*r);
         }
     }
