@@ -78,9 +78,7 @@ pub use middleware::{
 };
 pub use session::{AgentSession, SessionState};
 pub use store::{InMemoryStore, Item, SearchQuery, SharedStore, Store, StoreError};
-pub use stream::{
-    AgentEvent, AgentEventKind, AgentStream, UpdateMetadata, UpdateSink, call_model,
-};
+pub use stream::{AgentEvent, AgentEventKind, AgentStream, UpdateMetadata, UpdateSink, call_model};
 pub use tool::{
     ApprovalMode, Concurrency, FnTool, IntoTool, IntoToolOutput, Json, RespecTool, SharedTool,
     Tool, ToolOutput, ToolParameters, ToolRouter, ToolSet, ToolSpec, ToolsJsonCache,
