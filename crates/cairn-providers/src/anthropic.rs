@@ -65,13 +65,12 @@ use serde::Deserialize;
 use serde_json::value::RawValue;
 use serde_json::{Map, Value, json};
 
-use crate::common::{
-    Lookup, Settings, arguments_object, client_extras, config_error, finish_body, parse_data_uri,
-    process_env, result_parts, settings_methods,
-};
-use crate::openai::endpoint::{Endpoint, Target};
-use crate::openai::wire::{decode_error, event_error, nullable, status_error};
-use crate::openai::{ApiKey, Resp, StreamDecoder, drive};
+use crate::common::{arguments_object, finish_body, nullable, parse_data_uri, result_parts};
+use crate::transport::endpoint::{Endpoint, Target};
+use crate::transport::error::{decode_error, event_error, status_error};
+use crate::transport::settings::client_extras;
+use crate::transport::{ApiKey, Resp, StreamDecoder};
+use crate::transport::{Lookup, Settings, config_error, process_env, settings_methods};
 
 /// The default API root.
 pub const DEFAULT_BASE_URL: &str = "https://api.anthropic.com";
@@ -117,12 +116,12 @@ impl AnthropicClientBuilder {
     pub fn from_lookup(lookup: impl Fn(&str) -> Option<String>) -> Self {
         let lookup: Lookup<'_> = &lookup;
         let mut b = Self::default();
-        b.settings.api_key = Settings::var(lookup, "ANTHROPIC_API_KEY").map(ApiKey::new);
-        b.settings.model = Settings::var(lookup, "ANTHROPIC_MODEL");
-        if let Some(u) = Settings::var(lookup, "ANTHROPIC_BASE_URL") {
-            b.settings.base_url = u;
-        }
-        b.settings.apply_env(lookup);
+        b.settings.read_env(
+            lookup,
+            &["ANTHROPIC_API_KEY"],
+            "ANTHROPIC_MODEL",
+            "ANTHROPIC_BASE_URL",
+        );
         b
     }
 
@@ -826,32 +825,21 @@ impl ChatClient for AnthropicClient {
         &'a self,
         request: ChatRequest<'a>,
     ) -> BoxFuture<'a, Result<ChatResponse, ChatError>> {
-        let ChatRequest {
-            messages,
-            options,
-            client_kwargs,
-            ..
-        } = request;
-        Box::pin(async move {
-            self.inner
-                .complete(messages, options, client_kwargs)
-                .await
-                .map_err(|e| self.inner.endpoint.redact(e))
-        })
+        let i = &self.inner;
+        i.endpoint
+            .respond(i.complete(request.messages, request.options, request.client_kwargs))
     }
 
     fn get_streaming_response<'a>(&'a self, request: ChatRequest<'a>) -> ChatStream<'a> {
-        let ChatRequest {
-            messages,
-            options,
-            client_kwargs,
-            ..
-        } = request;
-        let open = Box::pin(self.inner.open(messages, options, client_kwargs, true));
-        drive(
-            open,
+        let i = &self.inner;
+        i.endpoint.stream(
+            i.open(
+                request.messages,
+                request.options,
+                request.client_kwargs,
+                true,
+            ),
             AnthropicStreamDecoder::default(),
-            Arc::clone(&self.inner.endpoint.redactor),
         )
     }
 

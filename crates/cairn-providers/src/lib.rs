@@ -13,7 +13,9 @@
 //!
 //! [`AnthropicClient`] speaks Anthropic's Messages API and [`GeminiClient`] Google's Gemini
 //! `generateContent` API, both plain and streaming, over the same transport, retries and error
-//! types.
+//! types: the HTTP plumbing is one module, [`transport`], and each provider module only maps its
+//! wire format. The three builders share one set of settings methods (key, base URL, model,
+//! timeouts, caps, retries, headers).
 //!
 //! [`client_for_model`] resolves `provider:model` strings: `openai:…`, `ollama:…`,
 //! `anthropic:…` (`ANTHROPIC_API_KEY`, `ANTHROPIC_BASE_URL`) and `gemini:…` (`GEMINI_API_KEY` or
@@ -42,16 +44,18 @@
 pub mod anthropic;
 mod common;
 pub mod gemini;
-pub mod http_options;
 pub mod openai;
-pub mod redact;
 pub mod resolve;
+pub mod transport;
+
+pub use transport::{http_options, redact};
 
 pub use anthropic::{AnthropicClient, AnthropicClientBuilder};
 pub use gemini::{GeminiClient, GeminiClientBuilder};
 pub use http_options::HttpOptions;
-pub use openai::{Api, ApiKey, OpenAIClient, OpenAIClientBuilder, RetryPolicy};
+pub use openai::{Api, OpenAIClient, OpenAIClientBuilder};
 pub use redact::redact_url;
 pub use resolve::{
     ResolveOptions, client_for_model, client_for_model_with, known_providers, parse_model_spec,
 };
+pub use transport::{ApiKey, RetryPolicy};

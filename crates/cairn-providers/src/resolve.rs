@@ -22,7 +22,7 @@ pub const PROVIDERS: &[(&str, ProviderFactory)] = &[
     ("gemini", gemini),
 ];
 
-static PROCESS_ENV: fn(&str) -> Option<String> = crate::common::process_env;
+static PROCESS_ENV: fn(&str) -> Option<String> = crate::transport::process_env;
 
 /// Where [`client_for_model_with`] reads its settings: the variables (keys, base URLs, models,
 /// `CAIRN_*` timeouts) through a lookup, the process environment by default; and, optionally,

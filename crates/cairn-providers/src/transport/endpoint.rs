@@ -5,14 +5,16 @@
 use std::time::Duration;
 
 use bytes::Bytes;
-use cairn_core::{ChatError, ChatErrorKind};
+use cairn_core::{BoxFuture, ChatError, ChatErrorKind, ChatResponse, ChatStream};
 use http_body_util::Full;
 use reqwest::Url;
 use reqwest::header::{ACCEPT, CONTENT_TYPE, HOST, HeaderMap, HeaderName, HeaderValue};
 
+use super::error::ApiError;
 use super::retry::RetryPolicy;
-use super::wire::ApiError;
-use super::{Resp, Transport, http_client, http1, path_of, proxy_in_env, transport_error};
+use super::{
+    Resp, StreamDecoder, Transport, http_client, http1, path_of, proxy_in_env, transport_error,
+};
 use crate::http_options::{ERROR_BODY_BYTES, HttpOptions};
 use crate::redact::{Redactor, redact_url};
 
@@ -169,6 +171,28 @@ impl Endpoint {
     /// `e` without this endpoint's credentials (see [`crate::redact`]).
     pub(crate) fn redact(&self, e: ChatError) -> ChatError {
         self.redactor.error(e)
+    }
+
+    /// A plain call: awaits `call` and redacts this endpoint's credentials from its error.
+    pub(crate) fn respond<'a>(
+        &'a self,
+        call: impl Future<Output = Result<ChatResponse, ChatError>> + Send + 'a,
+    ) -> BoxFuture<'a, Result<ChatResponse, ChatError>> {
+        Box::pin(async move { call.await.map_err(|e| self.redact(e)) })
+    }
+
+    /// A streamed call: `open` sends the request, `decoder` maps the events of its body (see
+    /// [`drive`](super::drive)); errors are redacted.
+    pub(crate) fn stream<'a, D: StreamDecoder>(
+        &self,
+        open: impl Future<Output = Result<Resp, ChatError>> + Send + 'a,
+        decoder: D,
+    ) -> ChatStream<'a> {
+        super::drive(
+            Box::pin(open),
+            decoder,
+            std::sync::Arc::clone(&self.redactor),
+        )
     }
 
     /// Sends `body` to `target`, retrying connection failures and the statuses `on_status`
