@@ -155,13 +155,8 @@ struct Inner {
 impl fmt::Debug for GeminiClient {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         let i = &self.inner;
-        f.debug_struct("GeminiClient")
-            .field("base_url", &i.endpoint.display_url)
-            .field("model", &i.model)
-            .field("api_key", &i.api_key)
-            .field("http", &i.endpoint.options)
-            .field("retry", &i.endpoint.retry)
-            .finish()
+        i.endpoint
+            .debug_client(f, "GeminiClient", &i.model, &i.api_key)
     }
 }
 

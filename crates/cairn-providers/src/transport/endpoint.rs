@@ -173,6 +173,24 @@ impl Endpoint {
         self.redactor.error(e)
     }
 
+    /// The `Debug` form every provider client shares: `name` with the redacted base URL, the
+    /// model, the key (`***`), timeouts and retries.
+    pub(crate) fn debug_client(
+        &self,
+        f: &mut std::fmt::Formatter<'_>,
+        name: &str,
+        model: &Option<String>,
+        api_key: &Option<super::ApiKey>,
+    ) -> std::fmt::Result {
+        f.debug_struct(name)
+            .field("base_url", &self.display_url)
+            .field("model", model)
+            .field("api_key", api_key)
+            .field("http", &self.options)
+            .field("retry", &self.retry)
+            .finish()
+    }
+
     /// A plain call: awaits `call` and redacts this endpoint's credentials from its error.
     pub(crate) fn respond<'a>(
         &'a self,
