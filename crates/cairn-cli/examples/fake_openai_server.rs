@@ -1,5 +1,5 @@
-//! The CLI tests' fake OpenAI-compatible server as a program, for benchmarks and trying the CLI
-//! without a model: it answers the first request of a run with a `write_file` call of
+//! The CLI tests' fake OpenAI-compatible server (`cairn_test_support::blocking::FakeOpenAI`) as
+//! a program, for benchmarks and trying the CLI without a model: it answers the first request of a run with a `write_file` call of
 //! `/hello.py`, and any request that carries a tool result with a final answer.
 //!
 //! ```text
@@ -9,11 +9,10 @@
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-#[path = "../tests/support/mod.rs"]
-mod support;
+use cairn_test_support::blocking::FakeOpenAI;
 
 fn main() {
-    let server = support::FakeOpenAI::hello_loop();
+    let server = FakeOpenAI::hello_loop();
     println!("OPENAI_BASE_URL={}", server.base_url);
     loop {
         std::thread::park();

@@ -3,12 +3,10 @@
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-mod support;
-
 use assert_cmd::Command;
+use cairn_test_support::blocking::{FakeOpenAI, Reply, has_tool_result, last_tool_result};
 use predicates::prelude::*;
 use serde_json::{Value, json};
-use support::{FakeOpenAI, Reply, has_tool_result, last_tool_result};
 
 /// `cairn` with a clean environment pointing at `server`, working in `dir`.
 fn cairn(server: &FakeOpenAI, dir: &std::path::Path) -> Command {

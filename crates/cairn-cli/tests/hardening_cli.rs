@@ -5,10 +5,8 @@
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-mod support;
-
 use assert_cmd::Command;
-use support::{FakeOpenAI, Reply};
+use cairn_test_support::blocking::{FakeOpenAI, Reply};
 
 #[cfg(unix)]
 #[test]

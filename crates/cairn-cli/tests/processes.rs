@@ -6,15 +6,13 @@
 #![cfg(target_os = "linux")]
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-mod support;
-
 use std::process::{Child, Command, ExitStatus, Stdio};
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
 
+use cairn_test_support::blocking::{FakeOpenAI, Reply, has_tool_result};
 use rustix::process::{Pid, Signal, kill_process};
 use serde_json::json;
-use support::{FakeOpenAI, Reply, has_tool_result};
 
 /// A `sleep` argument no other process on the machine has (about 1000 s).
 fn marker() -> String {
@@ -218,7 +216,7 @@ fn leftovers_of_a_finished_command_die_and_the_run_goes_on() {
     let result = server
         .bodies()
         .iter()
-        .find_map(support::last_tool_result)
+        .find_map(cairn_test_support::blocking::last_tool_result)
         .unwrap();
     assert!(result.starts_with("started\n"), "{result}");
     let tree = Tree {

@@ -3,11 +3,9 @@
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-mod support;
-
 use assert_cmd::Command;
+use cairn_test_support::blocking::{FakeOpenAI, Reply, has_tool_result, last_tool_result};
 use serde_json::json;
-use support::{FakeOpenAI, Reply, has_tool_result, last_tool_result};
 
 const KEY: &str = "sk-test-SECRET";
 

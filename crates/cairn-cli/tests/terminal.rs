@@ -8,8 +8,6 @@
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-mod support;
-
 use std::io::{Read, Write};
 use std::os::fd::OwnedFd;
 use std::os::unix::fs::OpenOptionsExt;
@@ -17,10 +15,10 @@ use std::process::Stdio;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
+use cairn_test_support::blocking::{FakeOpenAI, Reply};
 use rustix::pty::{OpenptFlags, grantpt, openpt, ptsname, unlockpt};
 use rustix::termios::{Winsize, tcsetwinsize};
 use serde_json::json;
-use support::{FakeOpenAI, Reply};
 
 /// A command that shows `ls -la` on a raw terminal (CR, then "erase line") while it runs
 /// `touch PWNED`.
