@@ -13,8 +13,6 @@
 //! time assertions only check "well before the timeouts that would apply otherwise".
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-mod support;
-
 use std::future::Future;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -457,7 +455,8 @@ async fn a_body_with_content_length_does_not_wait_for_the_close() {
     both(|hyper| async move {
         let server = RawServer::start(|mut sock, _| async move {
             read_request(&mut sock).await;
-            let body = support::chat_json(&support::Turn::text("whole"));
+            let body =
+                cairn_test_support::openai::chat_json(&cairn_test_support::Turn::text("whole"));
             let head = format!(
                 "HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: {}\r\n\r\n",
                 body.len()
@@ -505,7 +504,7 @@ async fn duplicate_tool_call_ids_are_each_answered() {
                         r.len()
                     };
                     let turn = if n == 1 {
-                        support::Turn {
+                        cairn_test_support::Turn {
                             calls: vec![
                                 ("call_1".into(), "echo".into(), r#"{"text":"first"}"#.into()),
                                 ("call_1".into(), "echo".into(), r#"{"text":"second"}"#.into()),
@@ -513,9 +512,9 @@ async fn duplicate_tool_call_ids_are_each_answered() {
                             ..Default::default()
                         }
                     } else {
-                        support::Turn::text("done")
+                        cairn_test_support::Turn::text("done")
                     };
-                    let reply = support::chat_json(&turn);
+                    let reply = cairn_test_support::openai::chat_json(&turn);
                     let head = format!(
                         "HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: {}\r\n\r\n",
                         reply.len()
@@ -532,7 +531,7 @@ async fn duplicate_tool_call_ids_are_each_answered() {
         let calls = Arc::new(AtomicUsize::new(0));
         let c = openai(server.url(), hyper).build().unwrap();
         let agent = Agent::builder(c)
-            .tool(support::echo_tool(Arc::clone(&calls)))
+            .tool(cairn_test_support::agent::echo_tool(Arc::clone(&calls)))
             .build();
         let r = agent.run("go").await.unwrap();
         assert_eq!(r.text(), "done");

@@ -2,13 +2,12 @@
 //! bodies, chunk extensions and trailers, close-delimited bodies, connections the server closes.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-mod support;
-
 use std::time::Duration;
 
 use cairn_core::{ChatClient, ChatErrorKind, ChatOptions, ChatRequest, Message};
 use cairn_providers::{Api, OpenAIClient};
-use support::*;
+use cairn_test_support::openai::chat_json;
+use cairn_test_support::{Reply, TestServer, Turn, split};
 
 fn client(server: &TestServer, builtin: bool) -> OpenAIClient {
     OpenAIClient::builder()

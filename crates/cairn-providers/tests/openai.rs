@@ -1,8 +1,6 @@
 //! Wire-level tests of the OpenAI client against a scripted local server (no internet).
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-mod support;
-
 use std::time::{Duration, Instant};
 
 use cairn_core::{
@@ -11,9 +9,10 @@ use cairn_core::{
     UpdateEvent, Usage,
 };
 use cairn_providers::{Api, OpenAIClient, RetryPolicy};
+use cairn_test_support::openai::{chat_json, chat_sse, responses_json, responses_sse};
+use cairn_test_support::{Reply, SPLITS, TestServer, Turn, split};
 use futures::StreamExt;
 use serde_json::{Value, json};
-use support::*;
 
 const KEY: &str = "sk-test-SECRET-0123456789";
 

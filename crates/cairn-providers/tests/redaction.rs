@@ -2,14 +2,12 @@
 //! `Bearer` token or the `user:password@` of a base URL, even when the server echoes them back.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-mod support;
-
 use std::time::Duration;
 
 use cairn_core::{ChatClient, ChatError, ChatErrorKind, ChatOptions, ChatRequest, Kwargs, Message};
 use cairn_providers::{AnthropicClient, GeminiClient, OpenAIClient, RetryPolicy};
+use cairn_test_support::{Reply, TestServer};
 use futures::StreamExt;
-use support::*;
 
 const KEY: &str = "sk-live-ECHOED-9f8e7d6c5b4a";
 const PASSWORD: &str = "hunter2-PASSWORD";

@@ -5,7 +5,7 @@ use serde_json::{Value, json};
 
 use crate::Turn;
 use crate::server::Recorded;
-use crate::sse::data_frames_crlf;
+use crate::sse::{data_frames_crlf, pieces};
 
 /// The model version the builders report.
 pub const MODEL_VERSION: &str = "gemini-test-001";
@@ -50,13 +50,22 @@ pub fn generate_json(t: &Turn) -> String {
     chunk(Value::Array(parts(t)), Some("STOP"), Some(usage())).to_string()
 }
 
-/// The `streamGenerateContent?alt=sse` stream for `t`: one chunk per part, then an empty chunk
-/// with the finish reason and usage.
+/// The `streamGenerateContent?alt=sse` stream for `t`: a chunk per 3 characters of text, one
+/// per call, then an empty chunk with the finish reason and usage.
 pub fn stream_sse(t: &Turn) -> Vec<String> {
-    let mut chunks: Vec<Value> = parts(t)
-        .into_iter()
-        .map(|p| chunk(json!([p]), None, None))
-        .collect();
+    let mut chunks = Vec::new();
+    for p in parts(t) {
+        match p["text"].as_str() {
+            Some(text) => {
+                for piece in pieces(text, 3) {
+                    let mut q = p.clone();
+                    q["text"] = json!(piece);
+                    chunks.push(chunk(json!([q]), None, None));
+                }
+            }
+            None => chunks.push(chunk(json!([p]), None, None)),
+        }
+    }
     chunks.push(chunk(json!([]), Some("STOP"), Some(usage())));
     data_frames_crlf(&chunks)
 }

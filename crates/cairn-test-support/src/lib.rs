@@ -114,13 +114,14 @@ impl Wire {
         }
     }
 
-    /// `t` as this wire's reply: a JSON body, or an SSE stream split into pieces of `sizes`.
+    /// `t` as this wire's reply: a JSON body, or an SSE stream (with keep-alive comments where the
+    /// provider sends them) split into pieces of `sizes`.
     pub fn reply(self, t: &Turn, stream: bool, sizes: &[usize]) -> Reply {
         match (self, stream) {
             (Wire::OpenAIChat, false) => Reply::ok(openai::chat_json(t)),
-            (Wire::OpenAIChat, true) => Reply::sse(&openai::chat_sse(t, false), sizes),
+            (Wire::OpenAIChat, true) => Reply::sse(&openai::chat_sse(t, true), sizes),
             (Wire::OpenAIResponses, false) => Reply::ok(openai::responses_json(t)),
-            (Wire::OpenAIResponses, true) => Reply::sse(&openai::responses_sse(t, false), sizes),
+            (Wire::OpenAIResponses, true) => Reply::sse(&openai::responses_sse(t, true), sizes),
             (Wire::Anthropic, false) => Reply::ok(anthropic::message_json(t)),
             (Wire::Anthropic, true) => Reply::sse(&anthropic::message_sse(t), sizes),
             (Wire::Gemini, false) => Reply::ok(gemini::generate_json(t)),
@@ -148,7 +149,7 @@ impl Wire {
 
     /// A server that plays a tool loop on this wire: it answers `turns[k]`, where `k` is the
     /// number of tool results in the request (the last turn once they run out), plainly or
-    /// streamed as the request asks (streams split in pieces of 9 and 2 bytes).
+    /// streamed as the request asks (streams split in pieces of 3, 11 and 1 bytes).
     pub async fn serve_turns(self, turns: Vec<Turn>) -> TestServer {
         TestServer::start(move |r, _| {
             let step = self.tool_results(&r.json());
@@ -157,7 +158,7 @@ impl Wire {
                 .or(turns.last())
                 .cloned()
                 .unwrap_or_default();
-            self.reply(&turn, self.is_stream(r), &[9, 2])
+            self.reply(&turn, self.is_stream(r), &[3, 11, 1])
         })
         .await
     }
