@@ -53,6 +53,10 @@ struct Args {
     /// its one user tool, instead of a plain agent with only `echo`.
     #[arg(long)]
     deep: bool,
+    /// Send every request through reqwest, even to plain `http://` servers (turns off the lean
+    /// hyper HTTP/1.1 path; for the transport A/B in BENCHMARKS.md).
+    #[arg(long)]
+    reqwest: bool,
     /// Base URL, e.g. http://127.0.0.1:8000/v1 (default: $FAKE_LLM_URL).
     #[arg(long, env = "FAKE_LLM_URL")]
     url: String,
@@ -201,6 +205,7 @@ fn main() -> ExitCode {
         .api_key("sk-fake")
         .model("fake-model")
         .api(api)
+        .hyper_http1(!args.reqwest)
         .build()
     {
         Ok(c) => c,
