@@ -115,9 +115,10 @@ impl Tree {
         }
     }
 
-    /// Waits up to 5 s: what cairn left to a supervisor after it died dies soon after it.
+    /// Waits up to 20 s (a loaded 2-core CI machine): what cairn left to a supervisor after it
+    /// died dies soon after it.
     fn assert_all_gone(&self) {
-        self.assert_gone_within(Duration::from_secs(5));
+        self.assert_gone_within(Duration::from_secs(20));
     }
 }
 

@@ -140,10 +140,10 @@ fn holders(mark: &str) -> Vec<u32> {
     out
 }
 
-/// Waits (at most 5 s) until no process holds `mark`; fails naming the survivors otherwise
+/// Waits (at most 20 s: a loaded 2-core CI machine) until no process holds `mark`; fails naming the survivors otherwise
 /// (and kills them, so a failing run does not leave them behind).
 async fn assert_all_gone(mark: &str) {
-    let deadline = Instant::now() + Duration::from_secs(5);
+    let deadline = Instant::now() + Duration::from_secs(20);
     loop {
         let left = holders(mark);
         if left.is_empty() {
