@@ -22,104 +22,13 @@ use cairn_core::{
     Agent, ChatClient, ChatError, ChatErrorKind, ChatOptions, ChatRequest, ChatResponse, Kwargs,
     Message, ResponseAssembler,
 };
-use cairn_providers::{
-    AnthropicClient, GeminiClient, OpenAIClient, OpenAIClientBuilder, RetryPolicy,
-};
+use cairn_providers::{OpenAIClient, OpenAIClientBuilder, RetryPolicy};
 use futures::StreamExt;
-use serde_json::{Value, json};
-use tokio::io::{AsyncReadExt, AsyncWriteExt};
-use tokio::net::{TcpListener, TcpStream};
+use serde_json::Value;
+use tokio::io::AsyncWriteExt;
+use tokio::net::TcpStream;
 
-/// A raw server: every connection is handed to `handler` with its number; counts connections.
-struct RawServer {
-    port: u16,
-    connections: Arc<AtomicUsize>,
-    task: tokio::task::JoinHandle<()>,
-}
-
-impl Drop for RawServer {
-    fn drop(&mut self) {
-        self.task.abort();
-    }
-}
-
-impl RawServer {
-    async fn start<F, Fut>(handler: F) -> RawServer
-    where
-        F: Fn(TcpStream, usize) -> Fut + Send + Sync + 'static,
-        Fut: Future<Output = ()> + Send + 'static,
-    {
-        let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
-        let port = listener.local_addr().unwrap().port();
-        let connections = Arc::new(AtomicUsize::new(0));
-        let count = Arc::clone(&connections);
-        let task = tokio::spawn(async move {
-            let mut conns = Vec::new();
-            while let Ok((sock, _)) = listener.accept().await {
-                let n = count.fetch_add(1, Ordering::SeqCst);
-                conns.push(tokio::spawn(handler(sock, n)));
-            }
-        });
-        RawServer {
-            port,
-            connections,
-            task,
-        }
-    }
-
-    fn url(&self) -> String {
-        format!("http://127.0.0.1:{}/v1", self.port)
-    }
-
-    fn root(&self) -> String {
-        format!("http://127.0.0.1:{}", self.port)
-    }
-
-    fn connections(&self) -> usize {
-        self.connections.load(Ordering::SeqCst)
-    }
-}
-
-/// Reads one request (head and `Content-Length` body) and returns its body.
-async fn read_request(sock: &mut TcpStream) -> Vec<u8> {
-    let mut buf = Vec::new();
-    let mut byte = [0u8; 1];
-    while !buf.ends_with(b"\r\n\r\n") {
-        if sock.read(&mut byte).await.unwrap_or(0) == 0 {
-            return Vec::new();
-        }
-        buf.push(byte[0]);
-    }
-    let head = String::from_utf8_lossy(&buf).to_ascii_lowercase();
-    let len: usize = head
-        .lines()
-        .find_map(|l| l.strip_prefix("content-length:"))
-        .and_then(|v| v.trim().parse().ok())
-        .unwrap_or(0);
-    let mut body = vec![0; len];
-    let _ = sock.read_exact(&mut body).await;
-    body
-}
-
-/// Keeps the connection open (reading and discarding) until the client closes it.
-async fn hold(mut sock: TcpStream) {
-    let mut sink = [0u8; 4096];
-    while let Ok(n) = sock.read(&mut sink).await {
-        if n == 0 {
-            return;
-        }
-    }
-}
-
-fn chunk(data: &[u8]) -> Vec<u8> {
-    let mut frame = format!("{:x}\r\n", data.len()).into_bytes();
-    frame.extend_from_slice(data);
-    frame.extend_from_slice(b"\r\n");
-    frame
-}
-
-const SSE_HEAD: &[u8] =
-    b"HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\nTransfer-Encoding: chunked\r\n\r\n";
+use cairn_test_support::raw::{RawServer, SSE_HEAD, chunk, hold, read_request};
 
 fn openai(url: String, hyper: bool) -> OpenAIClientBuilder {
     OpenAIClient::builder()
@@ -346,109 +255,8 @@ async fn an_endless_sse_line_is_capped_quickly() {
 }
 
 // ---------------------------------------------------------------------------------------------
-// (d) the end of the answer, then a connection kept open
-
-#[tokio::test]
-async fn done_then_an_open_connection_completes_promptly() {
-    both(|hyper| async move {
-        let server = RawServer::start(|mut sock, _| async move {
-            read_request(&mut sock).await;
-            let _ = sock.write_all(SSE_HEAD).await;
-            let ev = json!({"id": "c", "object": "chat.completion.chunk", "model": "m",
-                "choices": [{"index": 0, "delta": {"content": "hello"}, "finish_reason": "stop"}]});
-            let body = format!("data: {ev}\n\ndata: [DONE]\n\n");
-            let _ = sock.write_all(&chunk(body.as_bytes())).await;
-            // No terminating chunk: the connection stays open.
-            hold(sock).await;
-        })
-        .await;
-        // Long idle timeout: finishing must not depend on it.
-        let c = openai(server.url(), hyper)
-            .idle_timeout(Duration::from_secs(60))
-            .build()
-            .unwrap();
-        let started = Instant::now();
-        let r = ask_streamed(&c).await.unwrap();
-        assert_eq!(r.text_content(), "hello");
-        assert!(
-            started.elapsed() < Duration::from_secs(5),
-            "{:?}",
-            started.elapsed()
-        );
-    })
-    .await;
-}
-
-#[tokio::test]
-async fn message_stop_then_an_open_connection_completes_promptly() {
-    both(|hyper| async move {
-        let server = RawServer::start(|mut sock, _| async move {
-            read_request(&mut sock).await;
-            let _ = sock.write_all(SSE_HEAD).await;
-            let events = [
-                json!({"type": "message_start", "message": {"id": "msg_1", "model": "claude", "usage": {"input_tokens": 3}}}),
-                json!({"type": "content_block_start", "index": 0, "content_block": {"type": "text", "text": ""}}),
-                json!({"type": "content_block_delta", "index": 0, "delta": {"type": "text_delta", "text": "hello"}}),
-                json!({"type": "content_block_stop", "index": 0}),
-                json!({"type": "message_delta", "delta": {"stop_reason": "end_turn"}, "usage": {"output_tokens": 1}}),
-                json!({"type": "message_stop"}),
-            ];
-            let body: String = events
-                .iter()
-                .map(|e| format!("event: {}\ndata: {e}\n\n", e["type"].as_str().unwrap()))
-                .collect();
-            let _ = sock.write_all(&chunk(body.as_bytes())).await;
-            hold(sock).await;
-        })
-        .await;
-        let c = AnthropicClient::builder()
-            .base_url(server.root())
-            .api_key("k-anthropic")
-            .model("claude")
-            .hyper_http1(hyper)
-            .idle_timeout(Duration::from_secs(60))
-            .build()
-            .unwrap();
-        let started = Instant::now();
-        let r = ask_streamed(&c).await.unwrap();
-        assert_eq!(r.text_content(), "hello");
-        assert!(started.elapsed() < Duration::from_secs(5), "{:?}", started.elapsed());
-    })
-    .await;
-}
-
-#[tokio::test]
-async fn gemini_body_end_then_an_open_connection_completes_promptly() {
-    // Gemini has no end event: its stream ends with the body (here the chunked terminator),
-    // not with the connection.
-    both(|hyper| async move {
-        let server = RawServer::start(|mut sock, _| async move {
-            read_request(&mut sock).await;
-            let _ = sock.write_all(SSE_HEAD).await;
-            let ev = json!({"candidates": [{"content": {"role": "model", "parts": [{"text": "hello"}]},
-                "finishReason": "STOP"}], "modelVersion": "gemini"});
-            let _ = sock
-                .write_all(&chunk(format!("data: {ev}\r\n\r\n").as_bytes()))
-                .await;
-            let _ = sock.write_all(b"0\r\n\r\n").await;
-            hold(sock).await;
-        })
-        .await;
-        let c = GeminiClient::builder()
-            .base_url(server.root())
-            .api_key("k-gemini")
-            .model("gemini")
-            .hyper_http1(hyper)
-            .idle_timeout(Duration::from_secs(60))
-            .build()
-            .unwrap();
-        let started = Instant::now();
-        let r = ask_streamed(&c).await.unwrap();
-        assert_eq!(r.text_content(), "hello");
-        assert!(started.elapsed() < Duration::from_secs(5), "{:?}", started.elapsed());
-    })
-    .await;
-}
+// (d) the end of the answer, then a connection kept open: the same scenario for every provider
+// is `end_then_an_open_connection_completes_promptly` in `suite/main.rs`; here, a whole body.
 
 #[tokio::test]
 async fn a_body_with_content_length_does_not_wait_for_the_close() {

@@ -14,6 +14,8 @@
 //!   that have no async runtime of their own.
 //! - [`ScriptedClient`]: the scripted [`cairn_core::ChatClient`] (re-exported from
 //!   `cairn_core::testing`, where cairn-core's own tests and doc examples use it).
+//! - [`raw::RawServer`]: a raw TCP server for fault injection (hung servers, huge bodies,
+//!   connections kept open).
 //! - [`agent`]: an `echo` tool, plain-and-streamed runs, child-process tests.
 //!
 //! ```
@@ -42,6 +44,7 @@ pub mod anthropic;
 pub mod blocking;
 pub mod gemini;
 pub mod openai;
+pub mod raw;
 mod server;
 pub mod sse;
 

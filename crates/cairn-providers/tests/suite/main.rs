@@ -10,7 +10,7 @@ mod gemini_format;
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use cairn_core::{
     Agent, AgentEventKind, ChatClient, ChatErrorKind, ChatOptions, ChatRequest, ChatResponse,
@@ -21,6 +21,7 @@ use cairn_providers::{AnthropicClient, Api, GeminiClient, OpenAIClient, RetryPol
 use cairn_test_support::agent::{echo_tool, run_child_test, run_plain_and_streamed};
 use cairn_test_support::anthropic as anthropic_wire;
 use cairn_test_support::gemini as gemini_wire;
+use cairn_test_support::raw::{RawServer, read_request, sse_then_hold};
 use cairn_test_support::{Recorded, Reply, TestServer, Turn, Wire, sse};
 use futures::StreamExt;
 use serde_json::{Value, json};
@@ -37,7 +38,7 @@ fn fast_retries() -> RetryPolicy {
 }
 
 /// What the suite needs to know about one provider.
-trait ProviderHarness {
+trait ProviderHarness: 'static {
     /// The client type.
     type Client: ChatClient + std::fmt::Debug + 'static;
     /// The name of the suite's module for this provider (child tests are `<MODULE>::…`).
@@ -56,6 +57,13 @@ trait ProviderHarness {
     /// Checks the second request of a one-step loop: it carries the instructions "Use the
     /// tool." and the result `echo:hi` of the call `toolu_a`.
     fn check_tool_result_request(body: &Value);
+    /// A client for the raw server at `root` over the lean HTTP/1.1 transport (`hyper`) or
+    /// reqwest, with a long (60 s) idle timeout that finishing must not depend on.
+    fn idle_client(root: &str, hyper: bool) -> Self::Client;
+    /// A chunked SSE body that answers "hello" and ends the answer the provider's way (OpenAI
+    /// `[DONE]`, Anthropic `message_stop`, Gemini the end of the body), and whether the chunked
+    /// body is terminated; the connection then stays open.
+    fn hello_then_hold() -> (String, bool);
 }
 
 /// The scenarios with hand-written wire traffic: what a provider's answers, errors and
@@ -342,6 +350,28 @@ async fn agent_tool_loop<H: ProviderHarness>() {
     assert!(reqs.iter().all(|r| !r.text().contains("SECRET-USER")));
 }
 
+/// (Issue #16 item 14.) The end of the answer, then a connection the server keeps open: the
+/// call completes promptly, over both transports.
+async fn end_then_an_open_connection_completes_promptly<H: ProviderHarness>() {
+    for hyper in [true, false] {
+        let server = RawServer::start(|mut sock, _| async move {
+            read_request(&mut sock).await;
+            let (body, finish) = H::hello_then_hold();
+            sse_then_hold(sock, body.as_bytes(), finish).await;
+        })
+        .await;
+        let c = H::idle_client(&server.root(), hyper);
+        let started = Instant::now();
+        let r = fold(&c, &[Message::user("go")], &ChatOptions::default()).await;
+        assert_eq!(r.text_content(), "hello");
+        assert!(
+            started.elapsed() < Duration::from_secs(5),
+            "{:?}",
+            started.elapsed()
+        );
+    }
+}
+
 const STEPS: usize = 3;
 
 /// Three tool calls whose tool sees a function-invocation kwarg the server must never see.
@@ -446,14 +476,16 @@ macro_rules! suite {
 }
 
 suite!(anthropic: Anthropic => async [
-    plain_and_streamed_answers_agree, errors_are_typed_and_retried, stream_error,
+    end_then_an_open_connection_completes_promptly, plain_and_streamed_answers_agree, errors_are_typed_and_retried, stream_error,
     child_resolve, resolves_from_env, agent_tool_loop, agent_three_step_loop,
 ], sync [key_never_printed]);
 suite!(gemini: Gemini => async [
-    plain_and_streamed_answers_agree, errors_are_typed_and_retried, stream_error,
+    end_then_an_open_connection_completes_promptly, plain_and_streamed_answers_agree, errors_are_typed_and_retried, stream_error,
     child_resolve, resolves_from_env, agent_tool_loop, agent_three_step_loop,
 ], sync [key_never_printed]);
-suite!(openai: OpenAIChat => async [agent_tool_loop, agent_three_step_loop], sync [key_never_printed]);
+suite!(openai: OpenAIChat => async [
+    end_then_an_open_connection_completes_promptly, agent_tool_loop, agent_three_step_loop,
+], sync [key_never_printed]);
 suite!(openai_responses: OpenAIResponses => async [agent_tool_loop, agent_three_step_loop], sync []);
 
 struct Anthropic;
@@ -491,6 +523,27 @@ impl ProviderHarness for Anthropic {
         assert_eq!(m.len(), 3);
         assert_eq!(m[2]["content"][0]["tool_use_id"], "toolu_a");
         assert_eq!(m[2]["content"][0]["content"], "echo:hi");
+    }
+    fn idle_client(root: &str, hyper: bool) -> AnthropicClient {
+        AnthropicClient::builder()
+            .base_url(root)
+            .api_key("k-anthropic")
+            .model("claude")
+            .hyper_http1(hyper)
+            .idle_timeout(Duration::from_secs(60))
+            .build()
+            .unwrap()
+    }
+    fn hello_then_hold() -> (String, bool) {
+        let events = sse::typed_events(&[
+            json!({"type": "message_start", "message": {"id": "msg_1", "model": "claude", "usage": {"input_tokens": 3}}}),
+            json!({"type": "content_block_start", "index": 0, "content_block": {"type": "text", "text": ""}}),
+            json!({"type": "content_block_delta", "index": 0, "delta": {"type": "text_delta", "text": "hello"}}),
+            json!({"type": "content_block_stop", "index": 0}),
+            json!({"type": "message_delta", "delta": {"stop_reason": "end_turn"}, "usage": {"output_tokens": 1}}),
+            json!({"type": "message_stop"}),
+        ]);
+        (events.concat(), false)
     }
 }
 
@@ -652,6 +705,23 @@ impl ProviderHarness for Gemini {
             c[2]["parts"][0],
             json!({"functionResponse": {"name": "echo", "response": {"result": "echo:hi"}}})
         );
+    }
+    fn idle_client(root: &str, hyper: bool) -> GeminiClient {
+        GeminiClient::builder()
+            .base_url(root)
+            .api_key("k-gemini")
+            .model("gemini")
+            .hyper_http1(hyper)
+            .idle_timeout(Duration::from_secs(60))
+            .build()
+            .unwrap()
+    }
+    fn hello_then_hold() -> (String, bool) {
+        // Gemini has no end event: its stream ends with the body (the chunked terminator), not
+        // with the connection.
+        let ev = json!({"candidates": [{"content": {"role": "model", "parts": [{"text": "hello"}]},
+            "finishReason": "STOP"}], "modelVersion": "gemini"});
+        (sse::data_crlf(&ev), true)
     }
 }
 
@@ -843,5 +913,25 @@ impl<const RESPONSES: bool> ProviderHarness for OpenAIWith<RESPONSES> {
             "{text}"
         );
         assert_eq!(Self::WIRE.tool_results(body), 1);
+    }
+    fn idle_client(root: &str, hyper: bool) -> OpenAIClient {
+        OpenAIClient::builder()
+            .base_url(format!("{root}/v1"))
+            .model("m")
+            .hyper_http1(hyper)
+            .retry_policy(RetryPolicy {
+                initial_backoff: Duration::from_millis(1),
+                max_backoff: Duration::from_millis(5),
+                ..Default::default()
+            })
+            .idle_timeout(Duration::from_secs(60))
+            .build()
+            .unwrap()
+    }
+    fn hello_then_hold() -> (String, bool) {
+        // Chat Completions chunks (the scenario is listed for the chat API only).
+        let ev = json!({"id": "c", "object": "chat.completion.chunk", "model": "m",
+            "choices": [{"index": 0, "delta": {"content": "hello"}, "finish_reason": "stop"}]});
+        (format!("{}data: [DONE]\n\n", sse::data(&ev)), false)
     }
 }
