@@ -18,16 +18,13 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
 
-use cairn_core::{
-    Agent, ChatClient, ChatError, ChatErrorKind, ChatOptions, ChatRequest, ChatResponse, Kwargs,
-    Message, ResponseAssembler,
-};
+use cairn_core::{Agent, ChatErrorKind};
 use cairn_providers::{OpenAIClient, OpenAIClientBuilder, RetryPolicy};
-use futures::StreamExt;
 use serde_json::Value;
 use tokio::io::AsyncWriteExt;
 use tokio::net::TcpStream;
 
+use cairn_test_support::client::{ask, ask_streamed};
 use cairn_test_support::raw::{RawServer, SSE_HEAD, chunk, hold, read_request};
 
 fn openai(url: String, hyper: bool) -> OpenAIClientBuilder {
@@ -40,30 +37,6 @@ fn openai(url: String, hyper: bool) -> OpenAIClientBuilder {
             max_backoff: Duration::from_millis(5),
             ..Default::default()
         })
-}
-
-async fn ask(c: &dyn ChatClient) -> Result<ChatResponse, ChatError> {
-    c.get_response(ChatRequest::new(
-        &[Message::user("go")],
-        &ChatOptions::default(),
-    ))
-    .await
-}
-
-async fn ask_streamed(c: &dyn ChatClient) -> Result<ChatResponse, ChatError> {
-    let messages = [Message::user("go")];
-    let options = ChatOptions::default();
-    let (fk, ck) = (Kwargs::new(), Kwargs::new());
-    let mut stream = c.get_streaming_response(
-        ChatRequest::new(&messages, &options)
-            .with_function_invocation_kwargs(&fk)
-            .with_client_kwargs(&ck),
-    );
-    let mut asm = ResponseAssembler::default();
-    while let Some(u) = stream.next().await {
-        asm.push(&u?.event);
-    }
-    Ok(asm.finish())
 }
 
 /// Runs `body(hyper)` for both transports.
@@ -88,7 +61,7 @@ async fn a_hung_server_times_out_at_the_first_byte_without_retrying_the_wait() {
             .build()
             .unwrap();
         let started = Instant::now();
-        let e = ask(&c).await.unwrap_err();
+        let e = ask(&c, "go").await.unwrap_err();
         let took = started.elapsed();
         assert_eq!(e.kind(), ChatErrorKind::Timeout, "{e}");
         assert!(e.message().contains("first-byte timeout"), "{e}");
@@ -118,7 +91,7 @@ async fn a_hung_server_times_out_at_the_first_byte_without_retrying_the_wait() {
             .build()
             .unwrap();
         let before = server.connections();
-        let e = ask(&c).await.unwrap_err();
+        let e = ask(&c, "go").await.unwrap_err();
         assert_eq!(e.kind(), ChatErrorKind::Timeout, "{e}");
         assert_eq!(server.connections() - before, 3);
     })
@@ -177,7 +150,7 @@ async fn a_huge_content_length_is_a_clear_error_not_an_abort() {
         let server = RawServer::start(|sock, _| huge_body(sock, 200)).await;
         let c = openai(server.url(), hyper).build().unwrap();
         let started = Instant::now();
-        let e = ask(&c).await.unwrap_err();
+        let e = ask(&c, "go").await.unwrap_err();
         assert_eq!(e.kind(), ChatErrorKind::Decode, "{e}");
         assert!(e.message().contains("exceeds the limit of 32 MiB"), "{e}");
         assert!(e.message().contains("max_body_bytes"), "{e}");
@@ -192,7 +165,7 @@ async fn a_huge_content_length_is_a_clear_error_not_an_abort() {
             .build()
             .unwrap();
         let started = Instant::now();
-        let e = ask(&c).await.unwrap_err();
+        let e = ask(&c, "go").await.unwrap_err();
         assert_eq!(e.status(), Some(500), "{e}");
         assert!(e.message().contains("xxxx"), "{e}");
         assert!(e.message().len() < 70_000, "{}", e.message().len());
@@ -221,7 +194,7 @@ async fn a_body_without_length_is_capped_as_it_grows() {
             .max_body_bytes(1 << 20)
             .build()
             .unwrap();
-        let e = ask(&c).await.unwrap_err();
+        let e = ask(&c, "go").await.unwrap_err();
         assert_eq!(e.kind(), ChatErrorKind::Decode, "{e}");
         assert!(e.message().contains("exceeds the limit of 1 MiB"), "{e}");
     })
@@ -279,7 +252,7 @@ async fn a_body_with_content_length_does_not_wait_for_the_close() {
             .build()
             .unwrap();
         let started = Instant::now();
-        let r = ask(&c).await.unwrap();
+        let r = ask(&c, "go").await.unwrap();
         assert_eq!(r.text_content(), "whole");
         assert!(
             started.elapsed() < Duration::from_secs(5),

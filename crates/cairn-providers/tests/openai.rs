@@ -9,6 +9,7 @@ use cairn_core::{
     UpdateEvent, Usage,
 };
 use cairn_providers::{Api, OpenAIClient, RetryPolicy};
+use cairn_test_support::client::ask;
 use cairn_test_support::openai::{chat_json, chat_sse, responses_json, responses_sse};
 use cairn_test_support::{Reply, SPLITS, TestServer, Turn, split};
 use futures::StreamExt;
@@ -466,24 +467,12 @@ async fn malformed_json_is_a_decode_error() {
     let c = client(&server, Api::ChatCompletions);
     let (_, e) = stream_error(&c).await;
     assert_eq!(e.kind(), ChatErrorKind::Decode, "{e}");
-    let e = c
-        .get_response(ChatRequest::new(
-            &[Message::user("x")],
-            &ChatOptions::default(),
-        ))
-        .await
-        .unwrap_err();
+    let e = ask(&c, "x").await.unwrap_err();
     assert_eq!(e.kind(), ChatErrorKind::Decode);
     let c = client(&server, Api::Responses);
     let (_, e) = stream_error(&c).await;
     assert_eq!(e.kind(), ChatErrorKind::Decode);
-    let e = c
-        .get_response(ChatRequest::new(
-            &[Message::user("x")],
-            &ChatOptions::default(),
-        ))
-        .await
-        .unwrap_err();
+    let e = ask(&c, "x").await.unwrap_err();
     assert_eq!(e.kind(), ChatErrorKind::Decode);
     assert!(e.to_string().contains("not json"));
 }
@@ -518,13 +507,7 @@ async fn rate_limited_then_success_honours_retry_after() {
                     .0
                     .text_content()
             } else {
-                c.get_response(ChatRequest::new(
-                    &[Message::user("go")],
-                    &ChatOptions::default(),
-                ))
-                .await
-                .unwrap()
-                .text_content()
+                ask(&c, "go").await.unwrap().text_content()
             };
             assert_eq!(text, "ok");
             assert!(
@@ -547,13 +530,7 @@ async fn retries_are_bounded() {
     ])
     .await;
     let c = client(&server, Api::ChatCompletions);
-    let e = c
-        .get_response(ChatRequest::new(
-            &[Message::user("go")],
-            &ChatOptions::default(),
-        ))
-        .await
-        .unwrap_err();
+    let e = ask(&c, "go").await.unwrap_err();
     assert_eq!(e.kind(), ChatErrorKind::Status);
     assert_eq!(e.status(), Some(503));
     assert!(e.is_retryable());
@@ -572,13 +549,7 @@ async fn context_overflow_is_distinct_and_not_retried() {
                 TestServer::scripted(vec![Reply::status(400, body), Reply::status(400, body)])
                     .await;
             let c = client(&server, api);
-            let e = c
-                .get_response(ChatRequest::new(
-                    &[Message::user("go")],
-                    &ChatOptions::default(),
-                ))
-                .await
-                .unwrap_err();
+            let e = ask(&c, "go").await.unwrap_err();
             assert_eq!(e.kind(), ChatErrorKind::ContextOverflow, "{body}");
             assert!(e.is_context_overflow());
             assert_eq!(e.status(), Some(400));
@@ -597,13 +568,7 @@ async fn auth_error_never_shows_the_key() {
     )])
     .await;
     let c = client(&server, Api::ChatCompletions);
-    let e = c
-        .get_response(ChatRequest::new(
-            &[Message::user("go")],
-            &ChatOptions::default(),
-        ))
-        .await
-        .unwrap_err();
+    let e = ask(&c, "go").await.unwrap_err();
     assert_eq!(e.kind(), ChatErrorKind::Auth);
     assert!(!e.is_retryable());
     assert_eq!(server.requests().len(), 1);
@@ -635,13 +600,7 @@ async fn connect_errors_and_timeouts() {
         })
         .build()
         .unwrap();
-    let e = c
-        .get_response(ChatRequest::new(
-            &[Message::user("go")],
-            &ChatOptions::default(),
-        ))
-        .await
-        .unwrap_err();
+    let e = ask(&c, "go").await.unwrap_err();
     assert_eq!(e.kind(), ChatErrorKind::Connect, "{e}");
     assert!(e.is_retryable());
 
@@ -669,13 +628,7 @@ async fn connect_errors_and_timeouts() {
         })
         .build()
         .unwrap();
-    let r = c
-        .get_response(ChatRequest::new(
-            &[Message::user("go")],
-            &ChatOptions::default(),
-        ))
-        .await
-        .unwrap();
+    let r = ask(&c, "go").await.unwrap();
     assert_eq!(
         r.text_content(),
         "on time",
@@ -934,13 +887,7 @@ fn builder_validates_and_describes() {
 async fn missing_model_is_a_config_error_and_no_key_sends_no_auth() {
     let server = TestServer::scripted(vec![Reply::ok(chat_json(&Turn::text("ok")))]).await;
     let c = builder().base_url(server.url()).build().unwrap();
-    let e = c
-        .get_response(ChatRequest::new(
-            &[Message::user("go")],
-            &ChatOptions::default(),
-        ))
-        .await
-        .unwrap_err();
+    let e = ask(&c, "go").await.unwrap_err();
     assert_eq!(e.kind(), ChatErrorKind::Config);
     let r = c
         .get_response(ChatRequest::new(

@@ -16,6 +16,7 @@
 //!   `cairn_core::testing`, where cairn-core's own tests and doc examples use it).
 //! - [`raw::RawServer`]: a raw TCP server for fault injection (hung servers, huge bodies,
 //!   connections kept open).
+//! - [`client`]: one-line plain and streamed calls of a chat client.
 //! - [`agent`]: an `echo` tool, plain-and-streamed runs, child-process tests.
 //!
 //! ```
@@ -42,6 +43,7 @@
 pub mod agent;
 pub mod anthropic;
 pub mod blocking;
+pub mod client;
 pub mod gemini;
 pub mod openai;
 pub mod raw;

@@ -14,12 +14,13 @@ use std::time::{Duration, Instant};
 
 use cairn_core::{
     Agent, AgentEventKind, ChatClient, ChatErrorKind, ChatOptions, ChatRequest, ChatResponse,
-    Content, FnTool, FunctionCall, FunctionResult, Kwargs, Message, ResponseAssembler, Role,
-    ToolOutput, UpdateEvent, Usage,
+    Content, FnTool, FunctionCall, FunctionResult, Kwargs, Message, Role, ToolOutput, UpdateEvent,
+    Usage,
 };
 use cairn_providers::{AnthropicClient, Api, GeminiClient, OpenAIClient, RetryPolicy};
 use cairn_test_support::agent::{echo_tool, run_child_test, run_plain_and_streamed};
 use cairn_test_support::anthropic as anthropic_wire;
+use cairn_test_support::client::stream_fold;
 use cairn_test_support::gemini as gemini_wire;
 use cairn_test_support::raw::{RawServer, read_request, sse_then_hold};
 use cairn_test_support::{Recorded, Reply, TestServer, Turn, Wire, sse};
@@ -124,18 +125,9 @@ trait WireHarness: ProviderHarness {
 // ------------------------------------------------------------------------------------------------
 
 async fn fold<C: ChatClient>(c: &C, msgs: &[Message], opts: &ChatOptions) -> ChatResponse {
-    let k = Kwargs::new();
-    let mut s = c.get_streaming_response(
-        ChatRequest::new(msgs, opts)
-            .with_function_invocation_kwargs(&k)
-            .with_client_kwargs(&k),
-    );
-    let mut asm = ResponseAssembler::new();
-    while let Some(u) = s.next().await {
-        asm.push(&u.unwrap().event);
-    }
-    assert!(asm.is_finished());
-    asm.finish()
+    let (r, finished) = stream_fold(c, msgs, opts).await.unwrap();
+    assert!(finished);
+    r
 }
 
 async fn plain_and_streamed_answers_agree<H: WireHarness>() {
