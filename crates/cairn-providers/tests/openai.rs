@@ -711,17 +711,8 @@ async fn tolerates_what_compatible_servers_send() {
         Reply::ok(resp.to_string()),
     ])
     .await;
-    let o = ChatOptions::default();
-    let (fk, ck) = (Kwargs::new(), Kwargs::new());
     let c = client(&server, Api::ChatCompletions);
-    let r = c
-        .get_response(
-            ChatRequest::new(&[Message::user("go")], &o)
-                .with_function_invocation_kwargs(&fk)
-                .with_client_kwargs(&ck),
-        )
-        .await
-        .unwrap();
+    let r = ask(&c, "go").await.unwrap();
     assert_eq!(r.text_content(), "ab");
     assert_eq!(
         r.messages[0].contents[0],
@@ -741,25 +732,11 @@ async fn tolerates_what_compatible_servers_send() {
         Some(FinishReason::Other("brand_new_reason".into()))
     );
     assert_eq!(r.usage, None);
-    let r = c
-        .get_response(
-            ChatRequest::new(&[Message::user("go")], &o)
-                .with_function_invocation_kwargs(&fk)
-                .with_client_kwargs(&ck),
-        )
-        .await
-        .unwrap();
+    let r = ask(&c, "go").await.unwrap();
     assert!(r.messages[0].contents.is_empty());
     assert_eq!(r.finish_reason, None);
     let c = client(&server, Api::Responses);
-    let r = c
-        .get_response(
-            ChatRequest::new(&[Message::user("go")], &o)
-                .with_function_invocation_kwargs(&fk)
-                .with_client_kwargs(&ck),
-        )
-        .await
-        .unwrap();
+    let r = ask(&c, "go").await.unwrap();
     assert_eq!(r.text_content(), "x!");
     let call = r.function_calls().next().unwrap();
     assert_eq!(

@@ -5,6 +5,7 @@ use cairn_core::{
     ChatClient, ChatOptions, ChatRequest, ChatResponse, Content, FinishReason, FunctionCall,
     FunctionResult, Kwargs, Message, Role, ToolChoice, ToolSpec,
 };
+use cairn_test_support::client::ask;
 use cairn_test_support::gemini as gemini_wire;
 use cairn_test_support::{Reply, TestServer};
 use serde_json::json;
@@ -139,46 +140,18 @@ async fn finish_reasons_and_blocked_prompts() {
     ])
     .await;
     let c = Gemini::client(&server);
-    let (m, o, k) = ([Message::user("go")], ChatOptions::default(), Kwargs::new());
     let fr = |r: ChatResponse| r.finish_reason;
+    assert_eq!(fr(ask(&c, "go").await.unwrap()), Some(FinishReason::Length));
     assert_eq!(
-        fr(c.get_response(
-            ChatRequest::new(&m, &o)
-                .with_function_invocation_kwargs(&k)
-                .with_client_kwargs(&k)
-        )
-        .await
-        .unwrap()),
-        Some(FinishReason::Length)
-    );
-    assert_eq!(
-        fr(c.get_response(
-            ChatRequest::new(&m, &o)
-                .with_function_invocation_kwargs(&k)
-                .with_client_kwargs(&k)
-        )
-        .await
-        .unwrap()),
+        fr(ask(&c, "go").await.unwrap()),
         Some(FinishReason::ContentFilter)
     );
     assert_eq!(
-        fr(c.get_response(
-            ChatRequest::new(&m, &o)
-                .with_function_invocation_kwargs(&k)
-                .with_client_kwargs(&k)
-        )
-        .await
-        .unwrap()),
+        fr(ask(&c, "go").await.unwrap()),
         Some(FinishReason::ContentFilter)
     );
     assert_eq!(
-        fr(c.get_response(
-            ChatRequest::new(&m, &o)
-                .with_function_invocation_kwargs(&k)
-                .with_client_kwargs(&k)
-        )
-        .await
-        .unwrap()),
+        fr(ask(&c, "go").await.unwrap()),
         Some(FinishReason::Other("MALFORMED_FUNCTION_CALL".into()))
     );
 }
