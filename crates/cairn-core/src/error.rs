@@ -245,6 +245,10 @@ pub enum Error {
     /// An internal task ended abnormally.
     #[error("internal error: {0}")]
     Internal(String),
+    /// The thread could not be read or a step could not be committed (the run stops; the
+    /// last committed step stays intact).
+    #[error(transparent)]
+    Checkpoint(#[from] crate::checkpoint::CheckpointError),
 }
 
 impl Error {

@@ -45,6 +45,7 @@
 //! ```
 
 pub mod agent;
+pub mod checkpoint;
 pub mod client;
 pub mod context;
 pub mod error;
@@ -77,7 +78,11 @@ pub use middleware::{
     MiddlewareSet, Next, from_fn,
 };
 pub use session::{AgentSession, SessionState};
-pub use store::{InMemoryStore, Item, SearchQuery, SharedStore, Store, StoreError};
+pub use checkpoint::{
+    CheckpointError, Checkpointer, InMemoryCheckpointer, LoopCounters, RunStatus, SharedCheckpointer,
+    StatePatch, Step, StepDelta, StepKind, ThreadCursor, ThreadInfo, ThreadQuery, Transcript,
+};
+pub use store::{InMemoryStore, Item, PutIf, SearchQuery, SharedStore, Store, StoreError};
 pub use stream::{AgentEvent, AgentEventKind, AgentStream, UpdateMetadata, UpdateSink, call_model};
 pub use tool::{
     ApprovalMode, Concurrency, FnTool, IntoTool, IntoToolOutput, Json, RespecTool, SharedTool,

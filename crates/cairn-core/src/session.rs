@@ -1,5 +1,6 @@
 //! Sessions: conversation history and state that outlive one run (SPEC R1.1).
 
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 
 use serde::{Deserialize, Serialize, de::DeserializeOwned};
@@ -17,50 +18,80 @@ fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
 ///
 /// Cloning gives another handle to the *same* map.
 #[derive(Clone, Default)]
-pub struct SessionState(Arc<Mutex<Map<String, Value>>>);
+pub struct SessionState(Arc<StateInner>);
+
+#[derive(Default)]
+struct StateInner {
+    map: Mutex<Map<String, Value>>,
+    /// Bumped by every call that may change the map, so a checkpointer can skip diffing an
+    /// unchanged state.
+    version: AtomicU64,
+}
+
+impl SessionState {
+    fn read(&self) -> MutexGuard<'_, Map<String, Value>> {
+        lock(&self.0.map)
+    }
+
+    fn write(&self) -> MutexGuard<'_, Map<String, Value>> {
+        self.0.version.fetch_add(1, Ordering::Relaxed);
+        lock(&self.0.map)
+    }
+
+    /// A number that changes whenever the map may have changed (every write, and every
+    /// [`with`](Self::with)).
+    pub fn version(&self) -> u64 {
+        self.0.version.load(Ordering::Relaxed)
+    }
+
+    /// Replaces the whole map.
+    pub fn replace(&self, map: Map<String, Value>) {
+        *self.write() = map;
+    }
+}
 
 impl SessionState {
     /// The value under `key` deserialized as `T`; `None` when absent or of another shape.
     pub fn get<T: DeserializeOwned>(&self, key: &str) -> Option<T> {
-        let v = lock(&self.0).get(key).cloned()?;
+        let v = self.read().get(key).cloned()?;
         serde_json::from_value(v).ok()
     }
 
     /// The raw JSON value under `key`.
     pub fn get_value(&self, key: &str) -> Option<Value> {
-        lock(&self.0).get(key).cloned()
+        self.read().get(key).cloned()
     }
 
     /// Stores `value` under `key`. Values that cannot be serialized are an error.
     pub fn insert<T: Serialize>(&self, key: impl Into<String>, value: T) -> crate::Result<()> {
         let v = serde_json::to_value(value)?;
-        lock(&self.0).insert(key.into(), v);
+        self.write().insert(key.into(), v);
         Ok(())
     }
 
     /// Stores a raw JSON value under `key`.
     pub fn insert_value(&self, key: impl Into<String>, value: Value) {
-        lock(&self.0).insert(key.into(), value);
+        self.write().insert(key.into(), value);
     }
 
     /// Removes `key`.
     pub fn remove(&self, key: &str) -> Option<Value> {
-        lock(&self.0).remove(key)
+        self.write().remove(key)
     }
 
     /// Whether `key` is present.
     pub fn contains_key(&self, key: &str) -> bool {
-        lock(&self.0).contains_key(key)
+        self.read().contains_key(key)
     }
 
     /// Runs `f` with the map locked (do not await inside).
     pub fn with<R>(&self, f: impl FnOnce(&mut Map<String, Value>) -> R) -> R {
-        f(&mut lock(&self.0))
+        f(&mut self.write())
     }
 
     /// A copy of the whole map.
     pub fn snapshot(&self) -> Map<String, Value> {
-        lock(&self.0).clone()
+        self.read().clone()
     }
 
     /// Whether two handles share one map.
@@ -71,7 +102,7 @@ impl SessionState {
 
 impl std::fmt::Debug for SessionState {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_map().entries(lock(&self.0).iter()).finish()
+        f.debug_map().entries(self.read().iter()).finish()
     }
 }
 

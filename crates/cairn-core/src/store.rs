@@ -27,6 +27,9 @@ pub struct Item {
     pub created_at_ms: u64,
     /// Last update time, milliseconds since the Unix epoch.
     pub updated_at_ms: u64,
+    /// Increases by one with every put (1 for a new item); [`Store::put_if`] compares it.
+    #[serde(default)]
+    pub version: u64,
 }
 
 /// What to search for in a store.
@@ -53,6 +56,40 @@ pub enum StoreError {
     /// The request was malformed (for example an empty key).
     #[error("invalid store request: {0}")]
     Invalid(String),
+    /// A conditional put found another version than the one expected: someone else changed
+    /// the item since it was read.
+    #[error("store item {key:?} was changed by another writer (expected {expected:?}, found {found:?})")]
+    Conflict {
+        /// The key.
+        key: String,
+        /// What the writer expected.
+        expected: PutIf,
+        /// The version found (`None`: absent).
+        found: Option<u64>,
+    },
+}
+
+/// The condition of a [`Store::put_if`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum PutIf {
+    /// Put whatever is there.
+    Always,
+    /// Put only if there is no item.
+    Absent,
+    /// Put only if the item is at this version (compare-and-swap after a read).
+    Version(u64),
+}
+
+impl PutIf {
+    /// Whether an item at `found` (`None`: absent) satisfies the condition.
+    pub fn holds(self, found: Option<u64>) -> bool {
+        match self {
+            PutIf::Always => true,
+            PutIf::Absent => found.is_none(),
+            PutIf::Version(v) => found == Some(v),
+        }
+    }
 }
 
 /// Namespaced key → JSON value storage.
@@ -70,7 +107,25 @@ pub trait Store: Send + Sync + 'static {
         namespace: &'a [String],
         key: &'a str,
         value: Value,
-    ) -> BoxFuture<'a, Result<(), StoreError>>;
+    ) -> BoxFuture<'a, Result<(), StoreError>> {
+        Box::pin(async move {
+            self.put_if(namespace, key, value, PutIf::Always)
+                .await
+                .map(|_| ())
+        })
+    }
+
+    /// Creates or replaces the item if `condition` holds, atomically; returns the item's new
+    /// version, or [`StoreError::Conflict`] when the condition does not hold (nothing is
+    /// written then). Two writers that read version `v` and both put with
+    /// `PutIf::Version(v)`: one succeeds, the other gets the conflict and must read again.
+    fn put_if<'a>(
+        &'a self,
+        namespace: &'a [String],
+        key: &'a str,
+        value: Value,
+        condition: PutIf,
+    ) -> BoxFuture<'a, Result<u64, StoreError>>;
 
     /// Deletes the item; deleting a missing item is not an error.
     fn delete<'a>(
@@ -137,19 +192,30 @@ impl Store for InMemoryStore {
         Box::pin(async move { r })
     }
 
-    fn put<'a>(
+    fn put_if<'a>(
         &'a self,
         namespace: &'a [String],
         key: &'a str,
         value: Value,
-    ) -> BoxFuture<'a, Result<(), StoreError>> {
+        condition: PutIf,
+    ) -> BoxFuture<'a, Result<u64, StoreError>> {
         let r = if key.is_empty() {
             Err(StoreError::Invalid("the key is empty".into()))
         } else {
-            self.items.write().map_err(poisoned).map(|mut m| {
+            self.items.write().map_err(poisoned).and_then(|mut m| {
                 let now = now_ms();
                 let id = (namespace.to_vec(), key.to_owned());
-                let created = m.get(&id).map(|i| i.created_at_ms).unwrap_or(now);
+                let old = m.get(&id);
+                let found = old.map(|i| i.version);
+                if !condition.holds(found) {
+                    return Err(StoreError::Conflict {
+                        key: key.to_owned(),
+                        expected: condition,
+                        found,
+                    });
+                }
+                let created = old.map(|i| i.created_at_ms).unwrap_or(now);
+                let version = found.unwrap_or(0) + 1;
                 m.insert(
                     id,
                     Item {
@@ -158,8 +224,10 @@ impl Store for InMemoryStore {
                         value,
                         created_at_ms: created,
                         updated_at_ms: now,
+                        version,
                     },
                 );
+                Ok(version)
             })
         };
         Box::pin(async move { r })
@@ -235,5 +303,19 @@ mod tests {
         s.delete(&a, "prefs").await.unwrap();
         assert!(s.get(&a, "prefs").await.unwrap().is_none());
         assert!(s.put(&a, "", serde_json::json!(1)).await.is_err());
+    }
+
+    #[tokio::test]
+    async fn put_if_is_compare_and_swap() {
+        let s = InMemoryStore::new();
+        let a = ns(&["n"]);
+        assert_eq!(s.put_if(&a, "k", 1.into(), PutIf::Absent).await.unwrap(), 1);
+        assert!(matches!(
+            s.put_if(&a, "k", 2.into(), PutIf::Absent).await,
+            Err(StoreError::Conflict { found: Some(1), .. })
+        ));
+        assert_eq!(s.put_if(&a, "k", 2.into(), PutIf::Version(1)).await.unwrap(), 2);
+        assert!(s.put_if(&a, "k", 3.into(), PutIf::Version(1)).await.is_err());
+        assert_eq!(s.get(&a, "k").await.unwrap().unwrap().value, 2);
     }
 }

@@ -1,0 +1,476 @@
+//! One run: agent middleware around the loop of model calls and tool batches.
+
+#[allow(clippy::wildcard_imports)]
+use super::*;
+use super::telemetry;
+use super::durable::{Committer, DurableStart};
+use super::tools::*;
+use crate::checkpoint::{LoopCounters, RunStatus, StepDelta, StepKind, Transcript};
+
+
+/// A run inside its `invoke_agent` span. The span is made here, before the future is first
+/// polled, so a run that is spawned (`stream`) still nests under the caller's current span.
+pub(super) fn execute(
+    agent: Agent,
+    input: Vec<Message>,
+    opts: RunOptions,
+) -> impl Future<Output = crate::Result<AgentResponse>> + Send + 'static {
+    let span = telemetry::agent_span(
+        agent.inner.name.as_deref(),
+        opts.options
+            .model
+            .as_deref()
+            .or(agent.inner.default_options.model.as_deref()),
+    );
+    let traced = span.clone();
+    async move {
+        let result = execute_run(agent, input, opts).await;
+        telemetry::record_run(&traced, &result);
+        result
+    }
+    .instrument(span)
+}
+
+pub(super) async fn execute_run(
+    agent: Agent,
+    input: Vec<Message>,
+    opts: RunOptions,
+) -> crate::Result<AgentResponse> {
+    let inner = &agent.inner;
+    let RunOptions {
+        session,
+        function_invocation_kwargs,
+        client_kwargs,
+        middleware: run_mw,
+        tools,
+        options,
+        mut extensions,
+        updates,
+        thread,
+        resume,
+    } = opts;
+    let mut session = session;
+    let durable = match thread {
+        Some(cursor) => {
+            let transcript = cursor.load().await?;
+            check_start(&cursor, &transcript, &input, resume)?;
+            // The thread is the history: the session (the caller's, or one made for the run)
+            // takes its messages and state.
+            let s = session.get_or_insert_with(|| AgentSession::with_id(cursor.thread_id.clone()));
+            s.set_messages(transcript.messages.clone());
+            s.state().replace(transcript.state.clone());
+            extensions.insert(cursor.clone());
+            extensions.insert_arc(Arc::new(DurableStart {
+                cursor,
+                transcript,
+                resume,
+            }));
+            true
+        }
+        None if resume => {
+            return Err(Error::InvalidInput(
+                "resume needs a thread (RunRequest::thread)".into(),
+            ));
+        }
+        None => false,
+    };
+    let ctx = AgentContext {
+        agent_name: inner.name.clone(),
+        messages: input,
+        session,
+        options: inner.default_options.merged(&options),
+        tools,
+        function_invocation_kwargs,
+        client_kwargs,
+        extensions,
+        result: None,
+        stream: updates.is_some(),
+        updates,
+    };
+    let chain = concat(&inner.middleware.agent, &run_mw.agent);
+    let endpoint: Endpoint<AgentContext> = {
+        let agent = agent.clone();
+        let chat = concat(&inner.middleware.chat, &run_mw.chat);
+        let function = concat(&inner.middleware.function, &run_mw.function);
+        Arc::new(move |ctx| {
+            Box::pin(run_loop(
+                agent.clone(),
+                Arc::clone(&chat),
+                Arc::clone(&function),
+                ctx,
+            ))
+        })
+    };
+    let ctx = Next::new(chain, endpoint).run(ctx).await?;
+    // Agent middleware that skipped `next` must have set a result: an empty reply is never
+    // made up (issue #14).
+    let mut response = ctx
+        .result
+        .ok_or(Error::MissingResult(MiddlewareKind::Agent))?;
+    if response.agent_name.is_none() {
+        response.agent_name = inner.name.clone();
+    }
+    if let Some(session) = ctx.session.as_ref().filter(|_| !durable) {
+        session.append_messages(
+            ctx.messages
+                .iter()
+                .cloned()
+                .chain(response.messages.iter().cloned()),
+        );
+    }
+    if let Some(sink) = &ctx.updates {
+        sink.emit(AgentEventKind::RunCompleted(Box::new(response.clone())));
+    }
+    Ok(response)
+}
+
+/// Refuses to start a run that would leave the thread inconsistent.
+fn check_start(
+    cursor: &crate::checkpoint::ThreadCursor,
+    t: &Transcript,
+    input: &[Message],
+    resume: bool,
+) -> crate::Result<()> {
+    let unfinished = t.steps > 0 && matches!(t.status, RunStatus::Running | RunStatus::Failed);
+    if resume {
+        if !input.is_empty() {
+            return Err(Error::InvalidInput(
+                "a resumed run takes no new input; resume, then run again with the input".into(),
+            ));
+        }
+        if !unfinished {
+            return Err(Error::InvalidInput(format!(
+                "thread {} has no unfinished run to resume (its last run is {})",
+                cursor.thread_id,
+                if t.steps == 0 { "missing" } else { t.status.as_str() }
+            )));
+        }
+    } else if t.status == RunStatus::Interrupted || !t.unanswered().is_empty() {
+        return Err(Error::InvalidInput(format!(
+            "thread {} has a run waiting on tool calls; resume it before adding input",
+            cursor.thread_id
+        )));
+    }
+    Ok(())
+}
+
+/// The counters after a finished tool batch of `n` calls.
+fn after_batch(c: &mut LoopCounters, n: usize, any_error: bool, config: &LoopConfig) {
+    c.function_calls += n;
+    if any_error {
+        c.consecutive_errors += 1;
+        if c.consecutive_errors >= config.max_consecutive_errors {
+            c.force_final = true;
+        }
+    } else {
+        c.consecutive_errors = 0;
+    }
+    if config
+        .max_function_calls
+        .is_some_and(|max| c.function_calls >= max)
+    {
+        c.force_final = true;
+    }
+    c.iteration += 1;
+}
+
+async fn commit(committer: Option<&Committer>, delta: impl FnOnce() -> StepDelta) -> crate::Result<u64> {
+    match committer {
+        Some(c) => Ok(c.commit(delta()).await?),
+        None => Ok(0),
+    }
+}
+
+
+pub(super) fn chat_endpoint(client: Arc<dyn ChatClient>) -> Endpoint<ChatContext> {
+    Arc::new(move |mut c: ChatContext| {
+        let client = Arc::clone(&client);
+        Box::pin(async move {
+            let response = crate::stream::call_model(
+                client.as_ref(),
+                &c.messages,
+                &c.options,
+                &c.client_kwargs,
+                c.updates.as_ref(),
+            )
+            .await?;
+            c.result = Some(response);
+            Ok(c)
+        })
+    })
+}
+
+
+pub(super) async fn run_loop(
+    agent: Agent,
+    chat_chain: Arc<[Arc<dyn Middleware<ChatContext>>]>,
+    function_chain: Arc<[Arc<dyn Middleware<FunctionInvocationContext>>]>,
+    mut ctx: AgentContext,
+) -> crate::Result<AgentContext> {
+    let inner = &agent.inner;
+    let config = &inner.config;
+    let router = inner.router.merged(&ctx.tools);
+
+    // The conversation is shared with each model call's context without copying: a chat
+    // middleware that edits `messages` gets its own copy (copy-on-write), so the stored
+    // conversation is never rewritten by what one call sends.
+    let mut conversation: Arc<Vec<Message>> = Arc::new(match &ctx.session {
+        Some(s) => s.messages(),
+        None => Vec::new(),
+    });
+    Arc::make_mut(&mut conversation).extend(ctx.messages.iter().cloned());
+
+    let mut env = CallEnv {
+        kwargs: ctx.function_invocation_kwargs.clone(),
+        session: ctx.session.clone(),
+        extensions: ctx.extensions.clone(),
+        updates: ctx.updates.clone(),
+        chain: function_chain,
+        endpoint: function_endpoint(),
+        detailed: config.include_detailed_errors,
+    };
+    let endpoint = chat_endpoint(Arc::clone(&inner.client));
+
+    let mut response = AgentResponse {
+        agent_name: inner.name.clone(),
+        ..Default::default()
+    };
+    let mut counters = LoopCounters::default();
+    // Tool calls of the last model response still to answer, with results already committed.
+    let mut pending: Option<(Arc<[FunctionCall]>, Vec<FunctionResult>)> = None;
+    let mut produced_from = conversation.len();
+
+    let start = ctx.extensions.get_arc::<DurableStart>();
+    let committer = start.as_ref().map(|d| {
+        Committer::new(
+            d.cursor.clone(),
+            &d.transcript,
+            ctx.session.as_ref().map(|s| s.state().clone()),
+        )
+    });
+    let committer = committer.as_ref();
+    match start.as_deref() {
+        Some(d) if d.resume => {
+            let t = &d.transcript;
+            produced_from = t.produced_from;
+            counters = t.counters.clone();
+            if !t.pending.is_empty() {
+                pending = Some((t.pending.iter().cloned().collect(), t.partial_results.clone()));
+            } else if let Some((n, any_error)) = t.completed_batch {
+                // The batch's last result was committed, the counters' update was not.
+                after_batch(&mut counters, n, any_error, config);
+            }
+        }
+        Some(_) => {
+            let input = ctx.messages.clone();
+            commit(committer, || StepDelta {
+                messages: input,
+                ..StepDelta::new(StepKind::Input)
+            })
+            .await?;
+        }
+        None => {}
+    }
+    response.model_calls = counters.model_calls;
+    response.usage = counters.usage;
+
+    let outcome = drive(
+        &agent,
+        &chat_chain,
+        &endpoint,
+        &router,
+        &mut env,
+        &mut ctx,
+        committer,
+        &mut conversation,
+        &mut counters,
+        &mut pending,
+        &mut response,
+    )
+    .await;
+    if let Err(e) = &outcome
+        && !matches!(e, Error::Checkpoint(_))
+    {
+        // Best effort: the run's failure is recorded so the thread shows it; the last good
+        // step stays the one to resume from.
+        let mut end = StepDelta::new(StepKind::End);
+        end.status = RunStatus::Failed;
+        end.counters = counters.clone();
+        end.extra = Some(serde_json::json!({ "error": e.to_string() }));
+        let _ = commit(committer, || end).await;
+    }
+    outcome?;
+    if let (Some(_), Some(session)) = (committer, &ctx.session) {
+        session.set_messages(conversation.as_ref().clone());
+    }
+    response.messages = match Arc::try_unwrap(conversation) {
+        Ok(mut all) => all.split_off(produced_from.min(all.len())),
+        Err(shared) => shared[produced_from.min(shared.len())..].to_vec(),
+    };
+    ctx.result = Some(response);
+    Ok(ctx)
+}
+
+/// The loop itself: answer pending tool calls, ask the model, repeat.
+#[allow(clippy::too_many_arguments)]
+async fn drive(
+    agent: &Agent,
+    chat_chain: &Arc<[Arc<dyn Middleware<ChatContext>>]>,
+    endpoint: &Endpoint<ChatContext>,
+    router: &ToolRouter,
+    env: &mut CallEnv,
+    ctx: &mut AgentContext,
+    committer: Option<&Committer>,
+    conversation: &mut Arc<Vec<Message>>,
+    counters: &mut LoopCounters,
+    pending: &mut Option<(Arc<[FunctionCall]>, Vec<FunctionResult>)>,
+    response: &mut AgentResponse,
+) -> crate::Result<()> {
+    let inner = &agent.inner;
+    let config = &inner.config;
+    let specs = router.specs();
+    loop {
+        if let Some((calls, done)) = pending.take() {
+            let todo: Arc<[FunctionCall]> = calls
+                .iter()
+                .filter(|c| !done.iter().any(|r| r.call_id == c.call_id))
+                .cloned()
+                .collect();
+            let outcomes =
+                run_batch(&todo, router, env, config.concurrent_tool_calls, committer).await;
+            let mut fresh = Vec::with_capacity(outcomes.len());
+            let mut terminate = false;
+            for r in outcomes {
+                let (result, stop) = r?;
+                terminate |= stop;
+                fresh.push(result);
+            }
+            let any_error = done.iter().chain(&fresh).any(|r| r.is_error);
+            let mut by_id: std::collections::HashMap<String, FunctionResult> = done
+                .into_iter()
+                .chain(fresh)
+                .map(|r| (r.call_id.clone(), r))
+                .collect();
+            let conv = Arc::make_mut(conversation);
+            for c in calls.iter() {
+                if let Some(r) = by_id.remove(&c.call_id) {
+                    conv.push(Message::tool_result(r));
+                }
+            }
+            if terminate {
+                response.terminated = true;
+                counters.function_calls += calls.len();
+                let mut end = StepDelta::new(StepKind::End);
+                end.status = RunStatus::Completed;
+                end.counters = counters.clone();
+                commit(committer, || end).await?;
+                return Ok(());
+            }
+            after_batch(counters, calls.len(), any_error, config);
+        }
+
+        let final_call =
+            counters.force_final || counters.iteration >= config.max_iterations || specs.is_empty();
+        let mut options = ctx.options.clone();
+        if !specs.is_empty() {
+            options.tools = specs.to_vec();
+            if final_call {
+                options.tool_choice = Some(ToolChoice::None);
+            } else if counters.iteration > 0 && options.tool_choice == Some(ToolChoice::Required) {
+                options.tool_choice = Some(ToolChoice::Auto);
+            }
+        }
+        let chat_ctx = ChatContext {
+            agent_name: inner.name.clone(),
+            messages: Arc::clone(conversation),
+            options,
+            client_kwargs: ctx.client_kwargs.clone(),
+            session: ctx.session.clone(),
+            extensions: ctx.extensions.clone(),
+            result: None,
+            terminate: false,
+            iteration: counters.iteration,
+            updates: ctx.updates.clone(),
+        };
+        let span = telemetry::chat_span(inner.name.as_deref(), &chat_ctx.options, &inner.client);
+        let chat_ctx = Next::new(Arc::clone(chat_chain), Arc::clone(endpoint))
+            .run(chat_ctx)
+            .instrument(span.clone())
+            .await;
+        telemetry::record_chat(&span, &chat_ctx);
+        let chat_ctx = chat_ctx?;
+        response.model_calls += 1;
+        counters.model_calls += 1;
+        let ChatResponse {
+            messages: mut produced,
+            finish_reason,
+            usage,
+            response_id,
+            ..
+        } = chat_ctx
+            .result
+            .ok_or(Error::MissingResult(MiddlewareKind::Chat))?;
+        // Drop the call's handle on the conversation before appending to it, so the append
+        // does not copy it.
+        let stop_requested = chat_ctx.terminate;
+        drop(chat_ctx.messages);
+        if let Some(u) = usage {
+            response.usage.add(&u);
+            counters.usage.add(&u);
+        }
+        response.finish_reason = finish_reason;
+        if response_id.is_some() {
+            response.response_id = response_id;
+        }
+        for m in &mut produced {
+            if m.author_name.is_none() {
+                m.author_name = inner.name.clone();
+            }
+        }
+        unique_call_ids(&mut produced);
+        let calls: Arc<[FunctionCall]> = produced
+            .iter()
+            .flat_map(Message::function_calls)
+            .cloned()
+            .collect();
+        if final_call && !specs.is_empty() {
+            // The model was told not to call tools; calls it made anyway are dropped so the
+            // history never holds a call without a result.
+            for m in &mut produced {
+                m.contents
+                    .retain(|c| !matches!(c, Content::FunctionCall(_)));
+            }
+            produced.retain(|m| !m.contents.is_empty());
+            let has_text = produced.iter().any(|m| !m.text().trim().is_empty());
+            if !has_text
+                && (counters.force_final || counters.iteration >= config.max_iterations)
+            {
+                produced.push(Message::assistant(LIMIT_REACHED_TEXT));
+            }
+        }
+        let ends = stop_requested || calls.is_empty() || final_call;
+        if let Some(c) = committer {
+            let mut step = StepDelta::new(StepKind::Model);
+            step.messages = produced.clone();
+            step.status = if ends {
+                RunStatus::Completed
+            } else {
+                RunStatus::Running
+            };
+            step.counters = counters.clone();
+            let seq = c.commit(step).await?;
+            // The batch's tools (a subagent's `task`) find the step that called them.
+            let mut cursor = c.cursor().clone();
+            cursor.step = seq;
+            env.extensions.insert(cursor);
+        }
+        Arc::make_mut(conversation).extend(produced);
+        if stop_requested {
+            response.terminated = true;
+        }
+        if ends {
+            return Ok(());
+        }
+        *pending = Some((calls, Vec::new()));
+    }
+}
