@@ -331,8 +331,10 @@ pub trait Checkpointer: Send + Sync + 'static {
     ) -> BoxFuture<'a, Result<ThreadInfo, CheckpointError>>;
 
     /// The thread's summary, `None` when it does not exist.
-    fn thread<'a>(&'a self, id: &'a str)
-    -> BoxFuture<'a, Result<Option<ThreadInfo>, CheckpointError>>;
+    fn thread<'a>(
+        &'a self,
+        id: &'a str,
+    ) -> BoxFuture<'a, Result<Option<ThreadInfo>, CheckpointError>>;
 
     /// Threads, most recently updated first.
     fn list_threads<'a>(

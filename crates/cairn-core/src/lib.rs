@@ -64,6 +64,11 @@ pub use agent::{
     Agent, AgentBuilder, AgentResponse, AgentTool, AgentToolBuilder, ChatClientExt, LoopConfig,
     RunInput, RunOptions, RunRequest,
 };
+pub use checkpoint::{
+    CheckpointError, Checkpointer, InMemoryCheckpointer, LoopCounters, RunStatus,
+    SharedCheckpointer, StatePatch, Step, StepDelta, StepKind, ThreadCursor, ThreadInfo,
+    ThreadQuery, Transcript,
+};
 pub use client::{
     BoxFuture, BoxStream, ChatClient, ChatOptions, ChatRequest, ChatResponse, ChatResponseUpdate,
     ChatStream, ResponseAssembler, ToolChoice, UpdateEvent,
@@ -78,10 +83,6 @@ pub use middleware::{
     MiddlewareSet, Next, from_fn,
 };
 pub use session::{AgentSession, SessionState};
-pub use checkpoint::{
-    CheckpointError, Checkpointer, InMemoryCheckpointer, LoopCounters, RunStatus, SharedCheckpointer,
-    StatePatch, Step, StepDelta, StepKind, ThreadCursor, ThreadInfo, ThreadQuery, Transcript,
-};
 pub use store::{InMemoryStore, Item, PutIf, SearchQuery, SharedStore, Store, StoreError};
 pub use stream::{AgentEvent, AgentEventKind, AgentStream, UpdateMetadata, UpdateSink, call_model};
 pub use tool::{

@@ -58,7 +58,9 @@ pub enum StoreError {
     Invalid(String),
     /// A conditional put found another version than the one expected: someone else changed
     /// the item since it was read.
-    #[error("store item {key:?} was changed by another writer (expected {expected:?}, found {found:?})")]
+    #[error(
+        "store item {key:?} was changed by another writer (expected {expected:?}, found {found:?})"
+    )]
     Conflict {
         /// The key.
         key: String,
@@ -314,8 +316,17 @@ mod tests {
             s.put_if(&a, "k", 2.into(), PutIf::Absent).await,
             Err(StoreError::Conflict { found: Some(1), .. })
         ));
-        assert_eq!(s.put_if(&a, "k", 2.into(), PutIf::Version(1)).await.unwrap(), 2);
-        assert!(s.put_if(&a, "k", 3.into(), PutIf::Version(1)).await.is_err());
+        assert_eq!(
+            s.put_if(&a, "k", 2.into(), PutIf::Version(1))
+                .await
+                .unwrap(),
+            2
+        );
+        assert!(
+            s.put_if(&a, "k", 3.into(), PutIf::Version(1))
+                .await
+                .is_err()
+        );
         assert_eq!(s.get(&a, "k").await.unwrap().unwrap().value, 2);
     }
 }

@@ -170,4 +170,3 @@ impl From<Error> for ToolError {
         ToolError::failed(e)
     }
 }
-

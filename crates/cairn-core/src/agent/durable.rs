@@ -38,7 +38,11 @@ pub(crate) struct Committer {
 }
 
 impl Committer {
-    pub(crate) fn new(cursor: ThreadCursor, transcript: &Transcript, state: Option<SessionState>) -> Self {
+    pub(crate) fn new(
+        cursor: ThreadCursor,
+        transcript: &Transcript,
+        state: Option<SessionState>,
+    ) -> Self {
         Committer {
             cursor,
             last: tokio::sync::Mutex::new(Committed {
@@ -77,7 +81,12 @@ impl Committer {
         let seq = self
             .cursor
             .checkpointer
-            .append(&self.cursor.thread_id, &self.cursor.namespace, last.head, &delta)
+            .append(
+                &self.cursor.thread_id,
+                &self.cursor.namespace,
+                last.head,
+                &delta,
+            )
             .await?;
         last.head = seq;
         last.counters = delta.counters;

@@ -1,12 +1,11 @@
 //! One run: agent middleware around the loop of model calls and tool batches.
 
+use super::durable::{Committer, DurableStart};
+use super::telemetry;
+use super::tools::*;
 #[allow(clippy::wildcard_imports)]
 use super::*;
-use super::telemetry;
-use super::durable::{Committer, DurableStart};
-use super::tools::*;
 use crate::checkpoint::{LoopCounters, RunStatus, StepDelta, StepKind, Transcript};
-
 
 /// A run inside its `invoke_agent` span. The span is made here, before the future is first
 /// polled, so a run that is spawned (`stream`) still nests under the caller's current span.
@@ -56,9 +55,12 @@ pub(super) async fn execute_run(
             check_start(&cursor, &transcript, &input, resume)?;
             // The thread is the history: the session (the caller's, or one made for the run)
             // takes its messages and state.
+            // A new thread instead starts from what the caller's session holds.
             let s = session.get_or_insert_with(|| AgentSession::with_id(cursor.thread_id.clone()));
-            s.set_messages(transcript.messages.clone());
-            s.state().replace(transcript.state.clone());
+            if transcript.steps > 0 {
+                s.set_messages(transcript.messages.clone());
+                s.state().replace(transcript.state.clone());
+            }
             extensions.insert(cursor.clone());
             extensions.insert_arc(Arc::new(DurableStart {
                 cursor,
@@ -142,7 +144,11 @@ fn check_start(
             return Err(Error::InvalidInput(format!(
                 "thread {} has no unfinished run to resume (its last run is {})",
                 cursor.thread_id,
-                if t.steps == 0 { "missing" } else { t.status.as_str() }
+                if t.steps == 0 {
+                    "missing"
+                } else {
+                    t.status.as_str()
+                }
             )));
         }
     } else if t.status == RunStatus::Interrupted || !t.unanswered().is_empty() {
@@ -174,13 +180,15 @@ fn after_batch(c: &mut LoopCounters, n: usize, any_error: bool, config: &LoopCon
     c.iteration += 1;
 }
 
-async fn commit(committer: Option<&Committer>, delta: impl FnOnce() -> StepDelta) -> crate::Result<u64> {
+async fn commit(
+    committer: Option<&Committer>,
+    delta: impl FnOnce() -> StepDelta,
+) -> crate::Result<u64> {
     match committer {
         Some(c) => Ok(c.commit(delta()).await?),
         None => Ok(0),
     }
 }
-
 
 pub(super) fn chat_endpoint(client: Arc<dyn ChatClient>) -> Endpoint<ChatContext> {
     Arc::new(move |mut c: ChatContext| {
@@ -199,7 +207,6 @@ pub(super) fn chat_endpoint(client: Arc<dyn ChatClient>) -> Endpoint<ChatContext
         })
     })
 }
-
 
 pub(super) async fn run_loop(
     agent: Agent,
@@ -255,14 +262,22 @@ pub(super) async fn run_loop(
             produced_from = t.produced_from;
             counters = t.counters.clone();
             if !t.pending.is_empty() {
-                pending = Some((t.pending.iter().cloned().collect(), t.partial_results.clone()));
+                pending = Some((
+                    t.pending.iter().cloned().collect(),
+                    t.partial_results.clone(),
+                ));
             } else if let Some((n, any_error)) = t.completed_batch {
                 // The batch's last result was committed, the counters' update was not.
                 after_batch(&mut counters, n, any_error, config);
             }
         }
-        Some(_) => {
-            let input = ctx.messages.clone();
+        Some(d) => {
+            // The first step of a thread also holds the history the caller's session brought.
+            let input = if d.transcript.steps == 0 {
+                conversation.as_ref().clone()
+            } else {
+                ctx.messages.clone()
+            };
             commit(committer, || StepDelta {
                 messages: input,
                 ..StepDelta::new(StepKind::Input)
@@ -442,9 +457,7 @@ async fn drive(
             }
             produced.retain(|m| !m.contents.is_empty());
             let has_text = produced.iter().any(|m| !m.text().trim().is_empty());
-            if !has_text
-                && (counters.force_final || counters.iteration >= config.max_iterations)
-            {
+            if !has_text && (counters.force_final || counters.iteration >= config.max_iterations) {
                 produced.push(Message::assistant(LIMIT_REACHED_TEXT));
             }
         }

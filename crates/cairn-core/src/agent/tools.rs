@@ -1,9 +1,9 @@
 //! Tool calls of one model turn: lookup, argument checks, function middleware, batches.
 
-#[allow(clippy::wildcard_imports)]
-use super::*;
 use super::durable::Committer;
 use super::telemetry;
+#[allow(clippy::wildcard_imports)]
+use super::*;
 use crate::checkpoint::{StepDelta, StepKind};
 
 pub(super) struct CallEnv {
@@ -15,7 +15,6 @@ pub(super) struct CallEnv {
     pub(super) endpoint: Endpoint<FunctionInvocationContext>,
     pub(super) detailed: bool,
 }
-
 
 pub(super) fn function_endpoint() -> Endpoint<FunctionInvocationContext> {
     Arc::new(|mut ctx: FunctionInvocationContext| {
@@ -279,4 +278,3 @@ pub(super) fn kind_of(v: &Value) -> &'static str {
         Value::Object(_) => "an object",
     }
 }
-
