@@ -51,26 +51,26 @@
 //! (including 529 overloaded) are retried; `prompt is too long` is a context overflow.
 
 use std::collections::VecDeque;
-use std::fmt;
 use std::sync::Arc;
 
-use bytes::Bytes;
 use cairn_core::{
     BoxFuture, ChatClient, ChatError, ChatErrorKind, ChatOptions, ChatRequest, ChatResponse,
-    ChatResponseUpdate, ChatStream, Content, FinishReason, FunctionCall, Kwargs, Message, Role,
-    ToolChoice, UpdateEvent, Usage,
+    ChatResponseUpdate, ChatStream, Content, FinishReason, FunctionCall, Message, Role, ToolChoice,
+    UpdateEvent, Usage,
 };
-use reqwest::header::{HeaderMap, HeaderName};
+use reqwest::header::HeaderName;
 use serde::Deserialize;
 use serde_json::value::RawValue;
 use serde_json::{Map, Value, json};
 
-use crate::common::{arguments_object, finish_body, nullable, parse_data_uri, result_parts};
-use crate::transport::endpoint::{Endpoint, Target};
+use crate::common::{
+    arguments_object, finish_body, nullable, parse_data_uri, result_parts, system_and_turns,
+};
+use crate::transport::endpoint::Target;
 use crate::transport::error::{decode_error, event_error, status_error};
 use crate::transport::settings::client_extras;
-use crate::transport::{ApiKey, Resp, StreamDecoder};
-use crate::transport::{Lookup, Settings, config_error, process_env, settings_methods};
+use crate::transport::{ClientCore, Payload, ProviderEnv, Resp, Settings, StreamDecoder, Updates};
+use crate::transport::{client_methods, settings_methods};
 
 /// The default API root.
 pub const DEFAULT_BASE_URL: &str = "https://api.anthropic.com";
@@ -78,6 +78,17 @@ pub const DEFAULT_BASE_URL: &str = "https://api.anthropic.com";
 pub const API_VERSION: &str = "2023-06-01";
 /// The `max_tokens` sent when `ChatOptions::max_tokens` is not set.
 pub const DEFAULT_MAX_TOKENS: u32 = 4096;
+
+/// What [`AnthropicClientBuilder::from_env`] reads.
+static ENV: ProviderEnv = ProviderEnv {
+    default_base_url: DEFAULT_BASE_URL,
+    keys: &["ANTHROPIC_API_KEY"],
+    model: "ANTHROPIC_MODEL",
+    base_url: "ANTHROPIC_BASE_URL",
+    headers: &[],
+    missing_key: "ANTHROPIC_API_KEY is not set",
+    key_required_for: None,
+};
 
 /// Builds an [`AnthropicClient`].
 #[derive(Debug, Clone)]
@@ -90,7 +101,7 @@ pub struct AnthropicClientBuilder {
 impl Default for AnthropicClientBuilder {
     fn default() -> Self {
         AnthropicClientBuilder {
-            settings: Settings::new(DEFAULT_BASE_URL),
+            settings: Settings::new(&ENV),
             version: API_VERSION.to_owned(),
             default_max_tokens: DEFAULT_MAX_TOKENS,
         }
@@ -104,28 +115,14 @@ impl AnthropicClientBuilder {
         Self::default()
     }
 
-    /// A builder filled from the environment: `ANTHROPIC_API_KEY`, `ANTHROPIC_BASE_URL`
-    /// (default `https://api.anthropic.com`), `ANTHROPIC_MODEL`, and the timeouts
-    /// `CAIRN_CONNECT_TIMEOUT`, `CAIRN_TIMEOUT`, `CAIRN_IDLE_TIMEOUT` (seconds; an invalid one
-    /// makes [`build`](Self::build) fail).
-    pub fn from_env() -> Self {
-        Self::from_lookup(process_env)
-    }
-
-    /// Like [`from_env`](Self::from_env), reading the variables through `lookup`.
-    pub fn from_lookup(lookup: impl Fn(&str) -> Option<String>) -> Self {
-        let lookup: Lookup<'_> = &lookup;
-        let mut b = Self::default();
-        b.settings.read_env(
-            lookup,
-            &["ANTHROPIC_API_KEY"],
-            "ANTHROPIC_MODEL",
-            "ANTHROPIC_BASE_URL",
-        );
-        b
-    }
-
-    settings_methods!("x-api-key");
+    settings_methods!(
+        "x-api-key",
+        ENV,
+        /// A builder filled from the environment: `ANTHROPIC_API_KEY`, `ANTHROPIC_BASE_URL`
+        /// (default `https://api.anthropic.com`), `ANTHROPIC_MODEL`, and the timeouts
+        /// `CAIRN_CONNECT_TIMEOUT`, `CAIRN_TIMEOUT`, `CAIRN_IDLE_TIMEOUT` (seconds; an invalid
+        /// one makes [`build`](Self::build) fail).
+    );
 
     /// The `anthropic-version` header (default `2023-06-01`).
     pub fn version(mut self, version: impl Into<String>) -> Self {
@@ -141,19 +138,19 @@ impl AnthropicClientBuilder {
 
     /// Builds the client. Fails with [`ChatErrorKind::Config`] on an invalid base URL or
     /// header.
-    pub fn build(mut self) -> Result<AnthropicClient, ChatError> {
-        let endpoint = self.settings.endpoint(
+    pub fn build(self) -> Result<AnthropicClient, ChatError> {
+        let core = self.settings.into_core(
+            &ENV,
             |k| (HeaderName::from_static("x-api-key"), k.to_owned()),
             &[("anthropic-version".into(), self.version)],
         )?;
-        let messages = endpoint.target("v1/messages")?;
+        let messages = core.endpoint.target("v1/messages")?;
+        let default_max_tokens = self.default_max_tokens;
         Ok(AnthropicClient {
             inner: Arc::new(Inner {
-                endpoint,
+                core,
                 messages,
-                api_key: self.settings.api_key,
-                model: self.settings.model,
-                default_max_tokens: self.default_max_tokens,
+                default_max_tokens,
             }),
         })
     }
@@ -166,49 +163,14 @@ pub struct AnthropicClient {
 }
 
 struct Inner {
-    endpoint: Endpoint,
+    core: ClientCore,
     messages: Target,
-    api_key: Option<ApiKey>,
-    model: Option<String>,
     default_max_tokens: u32,
 }
 
-impl fmt::Debug for AnthropicClient {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        let i = &self.inner;
-        i.endpoint
-            .debug_client(f, "AnthropicClient", &i.model, &i.api_key)
-    }
-}
-
-impl AnthropicClient {
-    /// A builder with the defaults (see [`AnthropicClientBuilder::new`]).
-    pub fn builder() -> AnthropicClientBuilder {
-        AnthropicClientBuilder::new()
-    }
-
-    /// A client configured from the environment (see [`AnthropicClientBuilder::from_env`]).
-    ///
+client_methods!(AnthropicClient, AnthropicClientBuilder, ENV, debug,
     /// Fails with [`ChatErrorKind::Config`] when `ANTHROPIC_API_KEY` is missing.
-    pub fn from_env() -> Result<Self, ChatError> {
-        let b = AnthropicClientBuilder::from_env();
-        if b.settings.api_key.is_none() {
-            return Err(config_error("ANTHROPIC_API_KEY is not set"));
-        }
-        b.build()
-    }
-
-    /// The default model, if one was configured.
-    pub fn model(&self) -> Option<&str> {
-        self.inner.model.as_deref()
-    }
-
-    /// The API root as configured (with any `user:password@` in it; show it through
-    /// [`redact_url`](crate::redact_url)).
-    pub fn base_url(&self) -> &str {
-        &self.inner.endpoint.base_url
-    }
-}
+);
 
 // ---------------------------------------------------------------------------------------------
 // Requests
@@ -265,33 +227,9 @@ fn blocks_of(m: &Message, out: &mut Vec<Value>) {
 
 /// The `system` text and the alternating `messages` of a conversation.
 pub(crate) fn wire_messages(messages: &[Message], options: &ChatOptions) -> (String, Vec<Value>) {
-    let mut system = options.instructions.clone().unwrap_or_default();
-    let mut turns: Vec<(&'static str, Vec<Value>)> = Vec::new();
-    for m in messages {
-        let role = match m.role {
-            Role::System => {
-                let t = m.text();
-                if !t.is_empty() {
-                    if !system.is_empty() {
-                        system.push_str("\n\n");
-                    }
-                    system.push_str(&t);
-                }
-                continue;
-            }
-            Role::Assistant => "assistant",
-            _ => "user",
-        };
-        let mut blocks = Vec::new();
-        blocks_of(m, &mut blocks);
-        if blocks.is_empty() {
-            continue;
-        }
-        match turns.last_mut() {
-            Some((r, b)) if *r == role => b.extend(blocks),
-            _ => turns.push((role, blocks)),
-        }
-    }
+    let (system, turns) = system_and_turns(messages, options, "assistant", |i, out| {
+        blocks_of(&messages[i], out)
+    });
     let wire = turns
         .into_iter()
         .map(|(role, mut blocks)| {
@@ -322,23 +260,10 @@ fn wire_tool_choice(tc: Option<&ToolChoice>, parallel: Option<bool>) -> Option<V
 }
 
 impl Inner {
-    fn body(
-        &self,
-        messages: &[Message],
-        options: &ChatOptions,
-        client_kwargs: &Kwargs,
-        stream: bool,
-    ) -> Result<(Bytes, Option<HeaderMap>), ChatError> {
-        let model = options
-            .model
-            .as_deref()
-            .or(self.model.as_deref())
-            .ok_or_else(|| {
-                config_error(
-                    "no model: set ChatOptions::model, the builder's model or ANTHROPIC_MODEL",
-                )
-            })?;
-        let (extra_body, extra_headers) = client_extras(client_kwargs)?;
+    fn body(&self, r: &ChatRequest<'_>, stream: bool) -> Result<Payload, ChatError> {
+        let (messages, options) = (r.messages, r.options);
+        let model = self.core.model(options)?;
+        let (extra_body, extra_headers) = client_extras(r.client_kwargs)?;
         let (system, wire) = wire_messages(messages, options);
         let mut b = Map::new();
         b.insert("model".into(), model.into());
@@ -386,35 +311,20 @@ impl Inner {
             b.insert("stream".into(), true.into());
         }
         let body = finish_body(b, &options.additional_properties, extra_body)?;
-        Ok((body, extra_headers))
+        Ok(Payload {
+            body,
+            extra_headers,
+        })
     }
 
-    async fn open(
-        &self,
-        messages: &[Message],
-        options: &ChatOptions,
-        client_kwargs: &Kwargs,
-        stream: bool,
-    ) -> Result<Resp, ChatError> {
-        let (body, headers) = self.body(messages, options, client_kwargs, stream)?;
-        self.endpoint
-            .send(
-                &self.messages,
-                &body,
-                headers.as_ref(),
-                stream,
-                status_error,
-            )
-            .await
+    async fn open(&self, r: &ChatRequest<'_>, stream: bool) -> Result<Resp, ChatError> {
+        let payload = self.body(r, stream)?;
+        let e = &self.core.endpoint;
+        e.send(&self.messages, &payload, stream, status_error).await
     }
 
-    async fn complete(
-        &self,
-        messages: &[Message],
-        options: &ChatOptions,
-        client_kwargs: &Kwargs,
-    ) -> Result<ChatResponse, ChatError> {
-        let resp = self.open(messages, options, client_kwargs, false).await?;
+    async fn complete(&self, r: ChatRequest<'_>) -> Result<ChatResponse, ChatError> {
+        let resp = self.open(&r, false).await?;
         parse_response(&resp.bytes().await?)
     }
 }
@@ -663,12 +573,7 @@ impl AnthropicStreamDecoder {
 }
 
 impl StreamDecoder for AnthropicStreamDecoder {
-    fn on_event(
-        &mut self,
-        _event: &[u8],
-        data: &[u8],
-        out: &mut VecDeque<ChatResponseUpdate>,
-    ) -> Result<(), ChatError> {
+    fn on_event(&mut self, data: &[u8], out: &mut Updates) -> Result<(), ChatError> {
         let ev: Event<'_> = serde_json::from_slice(data)
             .map_err(|e| decode_error("invalid Anthropic stream event", data, e))?;
         let index = ev.index.unwrap_or(0);
@@ -796,13 +701,9 @@ impl StreamDecoder for AnthropicStreamDecoder {
         self.done
     }
 
-    fn on_eof(
-        &mut self,
-        pending: Option<Vec<u8>>,
-        out: &mut VecDeque<ChatResponseUpdate>,
-    ) -> Result<(), ChatError> {
+    fn on_eof(&mut self, pending: Option<Vec<u8>>, out: &mut Updates) -> Result<(), ChatError> {
         if let Some(p) = pending {
-            self.on_event(b"", &p, out)?;
+            self.on_event(&p, out)?;
         }
         if self.done {
             Ok(())
@@ -821,28 +722,19 @@ impl ChatClient for AnthropicClient {
         request: ChatRequest<'a>,
     ) -> BoxFuture<'a, Result<ChatResponse, ChatError>> {
         let i = &self.inner;
-        i.endpoint
-            .respond(i.complete(request.messages, request.options, request.client_kwargs))
+        i.core.endpoint.respond(i.complete(request))
     }
 
     fn get_streaming_response<'a>(&'a self, request: ChatRequest<'a>) -> ChatStream<'a> {
         let i = &self.inner;
-        i.endpoint.stream(
-            i.open(
-                request.messages,
-                request.options,
-                request.client_kwargs,
-                true,
-            ),
-            AnthropicStreamDecoder::default(),
-        )
+        let open = async move { i.open(&request, true).await };
+        i.core
+            .endpoint
+            .stream(open, AnthropicStreamDecoder::default())
     }
 
     fn describe(&self) -> String {
-        match &self.inner.model {
-            Some(m) => format!("anthropic:{m}"),
-            None => "anthropic".to_owned(),
-        }
+        self.inner.core.describe("anthropic")
     }
 }
 

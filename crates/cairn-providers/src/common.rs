@@ -2,7 +2,7 @@
 //! [`crate::transport`].)
 
 use bytes::Bytes;
-use cairn_core::{ChatError, Content};
+use cairn_core::{ChatError, ChatOptions, Content, Message, Role};
 use serde::{Deserialize, Deserializer};
 use serde_json::{Map, Value};
 
@@ -75,4 +75,45 @@ pub(crate) fn result_parts(output: &[Content]) -> (String, Vec<(&str, Option<&st
         }
     }
     (text, images)
+}
+
+/// A conversation as the alternating turns the Anthropic and Gemini APIs want, and its system
+/// text apart: `ChatOptions::instructions` followed by the text of any system messages (joined
+/// by a blank line). Assistant messages are `assistant` turns, the others `user` turns;
+/// `parts(i, out)` writes message `i`'s parts, a message without any is dropped, and
+/// consecutive turns of the same role are merged.
+pub(crate) fn system_and_turns(
+    messages: &[Message],
+    options: &ChatOptions,
+    assistant: &'static str,
+    mut parts: impl FnMut(usize, &mut Vec<Value>),
+) -> (String, Vec<(&'static str, Vec<Value>)>) {
+    let mut system = options.instructions.clone().unwrap_or_default();
+    let mut turns: Vec<(&'static str, Vec<Value>)> = Vec::new();
+    for (i, m) in messages.iter().enumerate() {
+        let role = match m.role {
+            Role::System => {
+                let t = m.text();
+                if !t.is_empty() {
+                    if !system.is_empty() {
+                        system.push_str("\n\n");
+                    }
+                    system.push_str(&t);
+                }
+                continue;
+            }
+            Role::Assistant => assistant,
+            _ => "user",
+        };
+        let mut out = Vec::new();
+        parts(i, &mut out);
+        if out.is_empty() {
+            continue;
+        }
+        match turns.last_mut() {
+            Some((r, p)) if *r == role => p.extend(out),
+            _ => turns.push((role, out)),
+        }
+    }
+    (system, turns)
 }

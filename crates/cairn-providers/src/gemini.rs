@@ -53,29 +53,39 @@
 //! `candidatesTokenCount` + `thoughtsTokenCount`, `cachedContentTokenCount`.
 
 use std::collections::VecDeque;
-use std::fmt;
 use std::sync::Arc;
 use std::time::Duration;
 
-use bytes::Bytes;
 use cairn_core::{
     BoxFuture, ChatClient, ChatError, ChatOptions, ChatRequest, ChatResponse, ChatResponseUpdate,
-    ChatStream, Content, FinishReason, Kwargs, Message, Role, ToolChoice, UpdateEvent, Usage,
+    ChatStream, Content, FinishReason, Message, ToolChoice, UpdateEvent, Usage,
 };
-use reqwest::header::{HeaderMap, HeaderName};
+use reqwest::header::HeaderName;
 use serde::Deserialize;
 use serde_json::value::RawValue;
 use serde_json::{Map, Value, json};
 
-use crate::common::{arguments_object, finish_body, nullable, parse_data_uri, result_parts};
-use crate::transport::endpoint::Endpoint;
+use crate::common::{
+    arguments_object, finish_body, nullable, parse_data_uri, result_parts, system_and_turns,
+};
 use crate::transport::error::{ApiError, decode_error, event_error, status_error};
 use crate::transport::settings::client_extras;
-use crate::transport::{ApiKey, Resp, StreamDecoder};
-use crate::transport::{Lookup, Settings, config_error, process_env, settings_methods};
+use crate::transport::{ClientCore, Payload, ProviderEnv, Resp, Settings, StreamDecoder, Updates};
+use crate::transport::{client_methods, settings_methods};
 
 /// The default API root.
 pub const DEFAULT_BASE_URL: &str = "https://generativelanguage.googleapis.com";
+
+/// What [`GeminiClientBuilder::from_env`] reads.
+static ENV: ProviderEnv = ProviderEnv {
+    default_base_url: DEFAULT_BASE_URL,
+    keys: &["GEMINI_API_KEY", "GOOGLE_API_KEY"],
+    model: "GEMINI_MODEL",
+    base_url: "GEMINI_BASE_URL",
+    headers: &[],
+    missing_key: "GEMINI_API_KEY (or GOOGLE_API_KEY) is not set",
+    key_required_for: None,
+};
 
 /// Builds a [`GeminiClient`].
 #[derive(Debug, Clone)]
@@ -86,7 +96,7 @@ pub struct GeminiClientBuilder {
 impl Default for GeminiClientBuilder {
     fn default() -> Self {
         GeminiClientBuilder {
-            settings: Settings::new(DEFAULT_BASE_URL),
+            settings: Settings::new(&ENV),
         }
     }
 }
@@ -98,43 +108,26 @@ impl GeminiClientBuilder {
         Self::default()
     }
 
-    /// A builder filled from the environment: `GEMINI_API_KEY` (or `GOOGLE_API_KEY`),
-    /// `GEMINI_BASE_URL` (default `https://generativelanguage.googleapis.com`) and
-    /// `GEMINI_MODEL`.
-    /// Also reads the timeouts `CAIRN_CONNECT_TIMEOUT`, `CAIRN_TIMEOUT`,
-    /// `CAIRN_IDLE_TIMEOUT` (seconds; an invalid one makes [`build`](Self::build) fail).
-    pub fn from_env() -> Self {
-        Self::from_lookup(process_env)
-    }
-
-    /// Like [`from_env`](Self::from_env), reading the variables through `lookup`.
-    pub fn from_lookup(lookup: impl Fn(&str) -> Option<String>) -> Self {
-        let lookup: Lookup<'_> = &lookup;
-        let mut b = Self::default();
-        b.settings.read_env(
-            lookup,
-            &["GEMINI_API_KEY", "GOOGLE_API_KEY"],
-            "GEMINI_MODEL",
-            "GEMINI_BASE_URL",
-        );
-        b
-    }
-
-    settings_methods!("x-goog-api-key");
+    settings_methods!(
+        "x-goog-api-key",
+        ENV,
+        /// A builder filled from the environment: `GEMINI_API_KEY` (or `GOOGLE_API_KEY`),
+        /// `GEMINI_BASE_URL` (default `https://generativelanguage.googleapis.com`) and
+        /// `GEMINI_MODEL`.
+        /// Also reads the timeouts `CAIRN_CONNECT_TIMEOUT`, `CAIRN_TIMEOUT`,
+        /// `CAIRN_IDLE_TIMEOUT` (seconds; an invalid one makes [`build`](Self::build) fail).
+    );
 
     /// Builds the client. Fails with [`ChatErrorKind::Config`](cairn_core::ChatErrorKind) on
     /// an invalid base URL or header.
-    pub fn build(mut self) -> Result<GeminiClient, ChatError> {
-        let endpoint = self.settings.endpoint(
+    pub fn build(self) -> Result<GeminiClient, ChatError> {
+        let core = self.settings.into_core(
+            &ENV,
             |k| (HeaderName::from_static("x-goog-api-key"), k.to_owned()),
             &[],
         )?;
         Ok(GeminiClient {
-            inner: Arc::new(Inner {
-                endpoint,
-                api_key: self.settings.api_key,
-                model: self.settings.model,
-            }),
+            inner: Arc::new(Inner { core }),
         })
     }
 }
@@ -147,50 +140,13 @@ pub struct GeminiClient {
 }
 
 struct Inner {
-    endpoint: Endpoint,
-    api_key: Option<ApiKey>,
-    model: Option<String>,
+    core: ClientCore,
 }
 
-impl fmt::Debug for GeminiClient {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        let i = &self.inner;
-        i.endpoint
-            .debug_client(f, "GeminiClient", &i.model, &i.api_key)
-    }
-}
-
-impl GeminiClient {
-    /// A builder with the defaults (see [`GeminiClientBuilder::new`]).
-    pub fn builder() -> GeminiClientBuilder {
-        GeminiClientBuilder::new()
-    }
-
-    /// A client configured from the environment (see [`GeminiClientBuilder::from_env`]).
-    ///
+client_methods!(GeminiClient, GeminiClientBuilder, ENV, debug,
     /// Fails with [`ChatErrorKind::Config`](cairn_core::ChatErrorKind) when neither
     /// `GEMINI_API_KEY` nor `GOOGLE_API_KEY` is set.
-    pub fn from_env() -> Result<Self, ChatError> {
-        let b = GeminiClientBuilder::from_env();
-        if b.settings.api_key.is_none() {
-            return Err(config_error(
-                "GEMINI_API_KEY (or GOOGLE_API_KEY) is not set",
-            ));
-        }
-        b.build()
-    }
-
-    /// The default model, if one was configured.
-    pub fn model(&self) -> Option<&str> {
-        self.inner.model.as_deref()
-    }
-
-    /// The API root as configured (with any `user:password@` in it; show it through
-    /// [`redact_url`](crate::redact_url)).
-    pub fn base_url(&self) -> &str {
-        &self.inner.endpoint.base_url
-    }
-}
+);
 
 // ---------------------------------------------------------------------------------------------
 // Requests
@@ -325,33 +281,9 @@ fn parts_of(messages: &[Message], at: usize, out: &mut Vec<Value>) {
 
 /// The system instruction text and the alternating `contents` of a conversation.
 pub(crate) fn wire_contents(messages: &[Message], options: &ChatOptions) -> (String, Vec<Value>) {
-    let mut system = options.instructions.clone().unwrap_or_default();
-    let mut turns: Vec<(&'static str, Vec<Value>)> = Vec::new();
-    for (i, m) in messages.iter().enumerate() {
-        let role = match m.role {
-            Role::System => {
-                let t = m.text();
-                if !t.is_empty() {
-                    if !system.is_empty() {
-                        system.push_str("\n\n");
-                    }
-                    system.push_str(&t);
-                }
-                continue;
-            }
-            Role::Assistant => "model",
-            _ => "user",
-        };
-        let mut parts = Vec::new();
-        parts_of(messages, i, &mut parts);
-        if parts.is_empty() {
-            continue;
-        }
-        match turns.last_mut() {
-            Some((r, p)) if *r == role => p.extend(parts),
-            _ => turns.push((role, parts)),
-        }
-    }
+    let (system, turns) = system_and_turns(messages, options, "model", |i, out| {
+        parts_of(messages, i, out)
+    });
     let wire = turns
         .into_iter()
         .map(|(role, parts)| json!({"role": role, "parts": parts}))
@@ -435,13 +367,9 @@ fn gemini_status_error(status: u16, body: &[u8], retry_after: Option<Duration>) 
 }
 
 impl Inner {
-    fn body(
-        &self,
-        messages: &[Message],
-        options: &ChatOptions,
-        client_kwargs: &Kwargs,
-    ) -> Result<(Bytes, Option<HeaderMap>), ChatError> {
-        let (extra_body, extra_headers) = client_extras(client_kwargs)?;
+    fn body(&self, r: &ChatRequest<'_>) -> Result<Payload, ChatError> {
+        let (messages, options) = (r.messages, r.options);
+        let (extra_body, extra_headers) = client_extras(r.client_kwargs)?;
         let (system, contents) = wire_contents(messages, options);
         let mut b = Map::new();
         if !system.is_empty() {
@@ -482,57 +410,30 @@ impl Inner {
             b.insert("generationConfig".into(), Value::Object(g));
         }
         let body = finish_body(b, &options.additional_properties, extra_body)?;
-        Ok((body, extra_headers))
+        Ok(Payload {
+            body,
+            extra_headers,
+        })
     }
 
-    fn model<'a>(&'a self, options: &'a ChatOptions) -> Result<&'a str, ChatError> {
-        let m = options
-            .model
-            .as_deref()
-            .or(self.model.as_deref())
-            .ok_or_else(|| {
-                config_error(
-                    "no model: set ChatOptions::model, the builder's model or GEMINI_MODEL",
-                )
-            })?;
-        Ok(m.strip_prefix("models/").unwrap_or(m))
-    }
-
-    async fn open(
-        &self,
-        messages: &[Message],
-        options: &ChatOptions,
-        client_kwargs: &Kwargs,
-        stream: bool,
-    ) -> Result<Resp, ChatError> {
-        let model = self.model(options)?;
+    async fn open(&self, r: &ChatRequest<'_>, stream: bool) -> Result<Resp, ChatError> {
+        let model = self.core.model(r.options)?;
+        let model = model.strip_prefix("models/").unwrap_or(model);
         let path = if stream {
             format!("v1beta/models/{model}:streamGenerateContent?alt=sse")
         } else {
             format!("v1beta/models/{model}:generateContent")
         };
-        let target = self.endpoint.target(&path)?;
-        let (body, headers) = self.body(messages, options, client_kwargs)?;
-        self.endpoint
-            .send(
-                &target,
-                &body,
-                headers.as_ref(),
-                stream,
-                gemini_status_error,
-            )
-            .await
+        let e = &self.core.endpoint;
+        let target = e.target(&path)?;
+        let payload = self.body(r)?;
+        e.send(&target, &payload, stream, gemini_status_error).await
     }
 
-    async fn complete(
-        &self,
-        messages: &[Message],
-        options: &ChatOptions,
-        client_kwargs: &Kwargs,
-    ) -> Result<ChatResponse, ChatError> {
-        let resp = self.open(messages, options, client_kwargs, false).await?;
+    async fn complete(&self, r: ChatRequest<'_>) -> Result<ChatResponse, ChatError> {
+        let resp = self.open(&r, false).await?;
         let body = resp.bytes().await?;
-        let mut d = GeminiStreamDecoder::new(calls_before(messages));
+        let mut d = GeminiStreamDecoder::new(calls_before(r.messages));
         let mut updates = VecDeque::new();
         d.on_chunk(&body, &mut updates)?;
         d.finish(&mut updates);
@@ -751,12 +652,7 @@ impl GeminiStreamDecoder {
 }
 
 impl StreamDecoder for GeminiStreamDecoder {
-    fn on_event(
-        &mut self,
-        _event: &[u8],
-        data: &[u8],
-        out: &mut VecDeque<ChatResponseUpdate>,
-    ) -> Result<(), ChatError> {
+    fn on_event(&mut self, data: &[u8], out: &mut Updates) -> Result<(), ChatError> {
         if data.iter().all(u8::is_ascii_whitespace) {
             return Ok(());
         }
@@ -767,13 +663,9 @@ impl StreamDecoder for GeminiStreamDecoder {
         self.done
     }
 
-    fn on_eof(
-        &mut self,
-        pending: Option<Vec<u8>>,
-        out: &mut VecDeque<ChatResponseUpdate>,
-    ) -> Result<(), ChatError> {
+    fn on_eof(&mut self, pending: Option<Vec<u8>>, out: &mut Updates) -> Result<(), ChatError> {
         if let Some(p) = pending {
-            self.on_event(b"", &p, out)?;
+            self.on_event(&p, out)?;
         }
         self.finish(out);
         Ok(())
@@ -786,36 +678,25 @@ impl ChatClient for GeminiClient {
         request: ChatRequest<'a>,
     ) -> BoxFuture<'a, Result<ChatResponse, ChatError>> {
         let i = &self.inner;
-        i.endpoint
-            .respond(i.complete(request.messages, request.options, request.client_kwargs))
+        i.core.endpoint.respond(i.complete(request))
     }
 
     fn get_streaming_response<'a>(&'a self, request: ChatRequest<'a>) -> ChatStream<'a> {
         let i = &self.inner;
         let decoder = GeminiStreamDecoder::new(calls_before(request.messages));
-        i.endpoint.stream(
-            i.open(
-                request.messages,
-                request.options,
-                request.client_kwargs,
-                true,
-            ),
-            decoder,
-        )
+        let open = async move { i.open(&request, true).await };
+        i.core.endpoint.stream(open, decoder)
     }
 
     fn describe(&self) -> String {
-        match &self.inner.model {
-            Some(m) => format!("gemini:{m}"),
-            None => "gemini".to_owned(),
-        }
+        self.inner.core.describe("gemini")
     }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
-    use cairn_core::FunctionCall;
+    use cairn_core::{FunctionCall, Role};
 
     #[test]
     fn cleans_schemas() {

@@ -13,10 +13,12 @@ use serde::{Deserialize, Serialize};
 use serde_json::value::RawValue;
 
 use super::StreamDecoder;
+use super::tools::{ToolChoiceOf, ToolShape, ToolsOf};
 use super::wire::{
     Extras, LooseText, ResponseFormat, Str, WireUsage, arguments_text, decode_error, event_error,
     nullable, text_of,
 };
+use crate::transport::Updates;
 
 /// The request body.
 pub(crate) struct ChatRequest<'a> {
@@ -104,75 +106,21 @@ impl Serialize for ChatRequest<'_> {
     }
 }
 
-/// The tools of a request, rendered once per distinct tool list (an agent sends the same
-/// list on every call) and then copied from [`TOOLS_JSON`].
+/// The tools of a request (see [`ToolsOf`]).
 struct WireTools<'a>(&'a [ToolSpec]);
-
-static TOOLS_JSON: cairn_core::tool::ToolsJsonCache = cairn_core::tool::ToolsJsonCache::new();
 
 impl Serialize for WireTools<'_> {
     fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
-        let json = TOOLS_JSON
-            .get_or_render(self.0, |tools| serde_json::to_string(&RenderTools(tools)))
-            .map_err(serde::ser::Error::custom)?;
-        json.serialize(s)
+        ToolsOf(self.0, ToolShape::Chat).serialize(s)
     }
 }
 
-/// The wire form of tool specs, serialized field by field.
-struct RenderTools<'a>(&'a [ToolSpec]);
-
-impl Serialize for RenderTools<'_> {
-    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
-        #[derive(Serialize)]
-        struct Function<'a> {
-            name: &'a str,
-            #[serde(skip_serializing_if = "str::is_empty")]
-            description: &'a str,
-            parameters: &'a serde_json::value::RawValue,
-        }
-        #[derive(Serialize)]
-        struct Tool<'a> {
-            r#type: &'static str,
-            function: Function<'a>,
-        }
-        s.collect_seq(self.0.iter().map(|t| Tool {
-            r#type: "function",
-            function: Function {
-                name: &t.name,
-                description: &t.description,
-                parameters: t.parameters.json(),
-            },
-        }))
-    }
-}
-
+/// The tool choice of a request (see [`ToolChoiceOf`]).
 struct WireToolChoice<'a>(&'a ToolChoice);
 
 impl Serialize for WireToolChoice<'_> {
     fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
-        match self.0 {
-            ToolChoice::None => s.serialize_str("none"),
-            ToolChoice::Required => s.serialize_str("required"),
-            ToolChoice::Tool(name) => {
-                #[derive(Serialize)]
-                struct F<'a> {
-                    name: &'a str,
-                }
-                #[derive(Serialize)]
-                struct C<'a> {
-                    r#type: &'static str,
-                    function: F<'a>,
-                }
-                C {
-                    r#type: "function",
-                    function: F { name },
-                }
-                .serialize(s)
-            }
-            // `Auto`, and any choice added later (`ToolChoice` is non-exhaustive).
-            _ => s.serialize_str("auto"),
-        }
+        ToolChoiceOf(self.0, ToolShape::Chat).serialize(s)
     }
 }
 
@@ -644,12 +592,7 @@ impl ChatStreamDecoder {
 }
 
 impl StreamDecoder for ChatStreamDecoder {
-    fn on_event(
-        &mut self,
-        _event: &[u8],
-        data: &[u8],
-        out: &mut VecDeque<ChatResponseUpdate>,
-    ) -> Result<(), ChatError> {
+    fn on_event(&mut self, data: &[u8], out: &mut Updates) -> Result<(), ChatError> {
         if self.done {
             return Ok(());
         }
@@ -664,11 +607,7 @@ impl StreamDecoder for ChatStreamDecoder {
         self.done
     }
 
-    fn on_eof(
-        &mut self,
-        pending: Option<Vec<u8>>,
-        out: &mut VecDeque<ChatResponseUpdate>,
-    ) -> Result<(), ChatError> {
+    fn on_eof(&mut self, pending: Option<Vec<u8>>, out: &mut Updates) -> Result<(), ChatError> {
         if self.done {
             return Ok(());
         }

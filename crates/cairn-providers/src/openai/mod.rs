@@ -48,6 +48,7 @@
 
 mod chat;
 mod responses;
+mod tools;
 pub(crate) mod wire;
 
 use std::fmt;
@@ -56,16 +57,17 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 
 use bytes::Bytes;
 use cairn_core::{
-    BoxFuture, ChatClient, ChatError, ChatErrorKind, ChatOptions, ChatRequest, ChatResponse,
-    ChatStream, Kwargs, Message,
+    BoxFuture, ChatClient, ChatError, ChatErrorKind, ChatRequest, ChatResponse, ChatStream,
 };
-use reqwest::header::{AUTHORIZATION, HeaderMap};
+use reqwest::header::AUTHORIZATION;
 
 pub use crate::transport::{ApiKey, RetryPolicy};
 
 pub(crate) use crate::transport::StreamDecoder;
-use crate::transport::endpoint::{Endpoint, Target};
-use crate::transport::{Lookup, Resp, Settings, config_error, process_env, settings_methods};
+use crate::transport::endpoint::Target;
+use crate::transport::error::status_error;
+use crate::transport::{ClientCore, Payload, ProviderEnv, Resp, Settings};
+use crate::transport::{client_methods, settings_methods};
 use wire::Extras;
 
 /// The default base URL.
@@ -81,6 +83,20 @@ pub enum Api {
     Responses,
 }
 
+/// What [`OpenAIClientBuilder::from_env`] reads.
+static ENV: ProviderEnv = ProviderEnv {
+    default_base_url: DEFAULT_BASE_URL,
+    keys: &["OPENAI_API_KEY"],
+    model: "OPENAI_MODEL",
+    base_url: "OPENAI_BASE_URL",
+    headers: &[
+        ("OPENAI_ORG_ID", "OpenAI-Organization"),
+        ("OPENAI_PROJECT_ID", "OpenAI-Project"),
+    ],
+    missing_key: "OPENAI_API_KEY is not set (set it, or OPENAI_BASE_URL for a local server)",
+    key_required_for: Some(DEFAULT_BASE_URL),
+};
+
 /// Builds an [`OpenAIClient`].
 #[derive(Debug, Clone)]
 pub struct OpenAIClientBuilder {
@@ -94,7 +110,7 @@ pub struct OpenAIClientBuilder {
 impl Default for OpenAIClientBuilder {
     fn default() -> Self {
         OpenAIClientBuilder {
-            settings: Settings::new(DEFAULT_BASE_URL),
+            settings: Settings::new(&ENV),
             api: Api::ChatCompletions,
             provider: "openai".to_owned(),
             legacy_max_tokens: false,
@@ -111,36 +127,15 @@ impl OpenAIClientBuilder {
         Self::default()
     }
 
-    /// A builder filled from the environment: `OPENAI_API_KEY`, `OPENAI_BASE_URL` (default
-    /// `https://api.openai.com/v1`), `OPENAI_MODEL`, `OPENAI_ORG_ID` / `OPENAI_PROJECT_ID`
-    /// (sent as `OpenAI-Organization` / `OpenAI-Project`) when set, and the timeouts
-    /// `CAIRN_CONNECT_TIMEOUT`, `CAIRN_TIMEOUT`, `CAIRN_IDLE_TIMEOUT` (seconds; an invalid one
-    /// makes [`build`](Self::build) fail).
-    pub fn from_env() -> Self {
-        Self::from_lookup(process_env)
-    }
-
-    /// Like [`from_env`](Self::from_env), reading the variables through `lookup` (e.g. a map
-    /// of credentials taken out of the environment at start-up).
-    pub fn from_lookup(lookup: impl Fn(&str) -> Option<String>) -> Self {
-        let lookup: Lookup<'_> = &lookup;
-        let mut b = Self::default();
-        b.settings.read_env(
-            lookup,
-            &["OPENAI_API_KEY"],
-            "OPENAI_MODEL",
-            "OPENAI_BASE_URL",
-        );
-        if let Some(org) = Settings::var(lookup, "OPENAI_ORG_ID") {
-            b.settings.headers.push(("OpenAI-Organization".into(), org));
-        }
-        if let Some(p) = Settings::var(lookup, "OPENAI_PROJECT_ID") {
-            b.settings.headers.push(("OpenAI-Project".into(), p));
-        }
-        b
-    }
-
-    settings_methods!("Authorization: Bearer …");
+    settings_methods!(
+        "Authorization: Bearer …",
+        ENV,
+        /// A builder filled from the environment: `OPENAI_API_KEY`, `OPENAI_BASE_URL` (default
+        /// `https://api.openai.com/v1`), `OPENAI_MODEL`, `OPENAI_ORG_ID` / `OPENAI_PROJECT_ID`
+        /// (sent as `OpenAI-Organization` / `OpenAI-Project`) when set, and the timeouts
+        /// `CAIRN_CONNECT_TIMEOUT`, `CAIRN_TIMEOUT`, `CAIRN_IDLE_TIMEOUT` (seconds; an invalid
+        /// one makes [`build`](Self::build) fail).
+    );
 
     /// Which API to speak.
     pub fn api(mut self, api: Api) -> Self {
@@ -180,19 +175,17 @@ impl OpenAIClientBuilder {
     ///
     /// Fails with [`ChatErrorKind::Config`] on an invalid base URL, header or `CAIRN_*`
     /// timeout variable.
-    pub fn build(mut self) -> Result<OpenAIClient, ChatError> {
-        let endpoint = self
-            .settings
-            .endpoint(|k| (AUTHORIZATION, format!("Bearer {k}")), &[])?;
-        let chat = endpoint.target("chat/completions")?;
-        let responses = endpoint.target("responses")?;
+    pub fn build(self) -> Result<OpenAIClient, ChatError> {
+        let core =
+            self.settings
+                .into_core(&ENV, |k| (AUTHORIZATION, format!("Bearer {k}")), &[])?;
+        let chat = core.endpoint.target("chat/completions")?;
+        let responses = core.endpoint.target("responses")?;
         Ok(OpenAIClient {
             inner: Arc::new(Inner {
-                endpoint,
-                api_key: self.settings.api_key,
+                core,
                 chat,
                 responses,
-                model: self.settings.model,
                 api: self.api,
                 provider: self.provider,
                 max_tokens_field: if self.legacy_max_tokens {
@@ -219,11 +212,9 @@ pub struct OpenAIClient {
 }
 
 struct Inner {
-    endpoint: Endpoint,
-    api_key: Option<ApiKey>,
+    core: ClientCore,
     chat: Target,
     responses: Target,
-    model: Option<String>,
     api: Api,
     provider: String,
     max_tokens_field: &'static str,
@@ -234,56 +225,28 @@ struct Inner {
 
 impl fmt::Debug for OpenAIClient {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        let i = &self.inner;
+        let (i, c) = (&self.inner, &self.inner.core);
         f.debug_struct("OpenAIClient")
             .field("provider", &i.provider)
-            .field("base_url", &i.endpoint.display_url)
-            .field("model", &i.model)
+            .field("base_url", &c.endpoint.display_url)
+            .field("model", &c.model)
             .field("api", &i.api)
-            .field("api_key", &i.api_key)
-            .field("http", &i.endpoint.options)
-            .field("retry", &i.endpoint.retry)
+            .field("api_key", &c.api_key)
+            .field("http", &c.endpoint.options)
+            .field("retry", &c.endpoint.retry)
             .finish()
     }
 }
 
-impl OpenAIClient {
-    /// A builder with the defaults (see [`OpenAIClientBuilder::new`]).
-    pub fn builder() -> OpenAIClientBuilder {
-        OpenAIClientBuilder::new()
-    }
-
-    /// A client configured from the environment (see [`OpenAIClientBuilder::from_env`]).
-    ///
+client_methods!(OpenAIClient, OpenAIClientBuilder, ENV,
     /// Fails with [`ChatErrorKind::Config`] when `OPENAI_API_KEY` is missing while the base URL
     /// is OpenAI's own; a local server needs no key.
-    pub fn from_env() -> Result<Self, ChatError> {
-        let b = OpenAIClientBuilder::from_env();
-        if b.settings.api_key.is_none()
-            && b.settings.base_url.trim_end_matches('/') == DEFAULT_BASE_URL
-        {
-            return Err(ChatError::new(
-                ChatErrorKind::Config,
-                "OPENAI_API_KEY is not set (set it, or OPENAI_BASE_URL for a local server)",
-            ));
-        }
-        b.build()
-    }
+);
 
+impl OpenAIClient {
     /// The API this client speaks.
     pub fn api(&self) -> Api {
         self.inner.api
-    }
-
-    /// The default model, if one was configured.
-    pub fn model(&self) -> Option<&str> {
-        self.inner.model.as_deref()
-    }
-
-    /// The API root as configured (with any `user:password@` in it; show it through
-    /// [`redact_url`](crate::redact_url)).
-    pub fn base_url(&self) -> &str {
-        &self.inner.endpoint.base_url
     }
 
     /// A copy of this client speaking another API (sharing the connection pool).
@@ -291,11 +254,9 @@ impl OpenAIClient {
         let i = &self.inner;
         OpenAIClient {
             inner: Arc::new(Inner {
-                endpoint: i.endpoint.clone(),
-                api_key: i.api_key.clone(),
+                core: i.core.clone(),
                 chat: i.chat.clone(),
                 responses: i.responses.clone(),
-                model: i.model.clone(),
                 api,
                 provider: i.provider.clone(),
                 max_tokens_field: i.max_tokens_field,
@@ -306,30 +267,13 @@ impl OpenAIClient {
     }
 }
 
-struct Prepared<'a> {
-    target: &'a Target,
-    body: Bytes,
-    extra_headers: Option<HeaderMap>,
-}
-
 impl Inner {
-    fn prepare(
-        &self,
-        messages: &[Message],
-        options: &ChatOptions,
-        client_kwargs: &Kwargs,
-        stream: bool,
-    ) -> Result<Prepared<'_>, ChatError> {
-        let model = options
-            .model
-            .as_deref()
-            .or(self.model.as_deref())
-            .ok_or_else(|| {
-                config_error(
-                    "no model: set ChatOptions::model, the builder's model or OPENAI_MODEL",
-                )
-            })?;
-        let (extra_body, extra_headers) = crate::transport::settings::client_extras(client_kwargs)?;
+    /// The target and body of a call.
+    fn prepare(&self, r: &ChatRequest<'_>, stream: bool) -> Result<(&Target, Payload), ChatError> {
+        let (messages, options) = (r.messages, r.options);
+        let model = self.core.model(options)?;
+        let (extra_body, extra_headers) =
+            crate::transport::settings::client_extras(r.client_kwargs)?;
         let extras = Extras {
             props: &options.additional_properties,
             body: extra_body,
@@ -376,49 +320,26 @@ impl Inner {
         })?;
         self.body_hint
             .store(body.len() + body.len() / 8 + 256, Ordering::Relaxed);
-        Ok(Prepared {
-            target: url,
+        let payload = Payload {
             body: Bytes::from(body),
             extra_headers,
-        })
+        };
+        Ok((url, payload))
     }
 
     /// Sends the request, retrying before the first byte of a successful response.
-    async fn send(&self, p: &Prepared<'_>, stream: bool) -> Result<Resp, ChatError> {
-        self.endpoint
-            .send(
-                p.target,
-                &p.body,
-                p.extra_headers.as_ref(),
-                stream,
-                crate::transport::error::status_error,
-            )
-            .await
+    async fn open(&self, r: &ChatRequest<'_>, stream: bool) -> Result<Resp, ChatError> {
+        let (target, payload) = self.prepare(r, stream)?;
+        let e = &self.core.endpoint;
+        e.send(target, &payload, stream, status_error).await
     }
 
-    async fn complete(
-        &self,
-        messages: &[Message],
-        options: &ChatOptions,
-        client_kwargs: &Kwargs,
-    ) -> Result<ChatResponse, ChatError> {
-        let p = self.prepare(messages, options, client_kwargs, false)?;
-        let resp = self.send(&p, false).await?;
-        let body = resp.bytes().await?;
+    async fn complete(&self, r: ChatRequest<'_>) -> Result<ChatResponse, ChatError> {
+        let body = self.open(&r, false).await?.bytes().await?;
         match self.api {
             Api::ChatCompletions => chat::parse_response(&body),
             Api::Responses => responses::parse_response(&body),
         }
-    }
-
-    async fn open_stream(
-        &self,
-        messages: &[Message],
-        options: &ChatOptions,
-        client_kwargs: &Kwargs,
-    ) -> Result<Resp, ChatError> {
-        let p = self.prepare(messages, options, client_kwargs, true)?;
-        self.send(&p, true).await
     }
 }
 
@@ -428,25 +349,19 @@ impl ChatClient for OpenAIClient {
         request: ChatRequest<'a>,
     ) -> BoxFuture<'a, Result<ChatResponse, ChatError>> {
         let i = &self.inner;
-        i.endpoint
-            .respond(i.complete(request.messages, request.options, request.client_kwargs))
+        i.core.endpoint.respond(i.complete(request))
     }
 
     fn get_streaming_response<'a>(&'a self, request: ChatRequest<'a>) -> ChatStream<'a> {
-        let i = &self.inner;
-        let open = i.open_stream(request.messages, request.options, request.client_kwargs);
+        let (i, e) = (&self.inner, &self.inner.core.endpoint);
+        let open = async move { i.open(&request, true).await };
         match i.api {
-            Api::ChatCompletions => i.endpoint.stream(open, chat::ChatStreamDecoder::default()),
-            Api::Responses => i
-                .endpoint
-                .stream(open, responses::ResponsesStreamDecoder::default()),
+            Api::ChatCompletions => e.stream(open, chat::ChatStreamDecoder::default()),
+            Api::Responses => e.stream(open, responses::ResponsesStreamDecoder::default()),
         }
     }
 
     fn describe(&self) -> String {
-        match &self.inner.model {
-            Some(m) => format!("{}:{m}", self.inner.provider),
-            None => self.inner.provider.clone(),
-        }
+        self.inner.core.describe(&self.inner.provider)
     }
 }

@@ -9,17 +9,19 @@ use std::collections::VecDeque;
 
 use cairn_core::{
     ChatError, ChatErrorKind, ChatOptions, ChatResponse, ChatResponseUpdate, Content, FinishReason,
-    FunctionCall, Message, Role, ToolChoice, ToolSpec, UpdateEvent,
+    FunctionCall, Message, Role, UpdateEvent,
 };
 use serde::ser::{SerializeMap, SerializeSeq, Serializer};
 use serde::{Deserialize, Serialize};
 use serde_json::value::RawValue;
 
 use super::StreamDecoder;
+use super::tools::{ToolChoiceOf, ToolShape, ToolsOf};
 use super::wire::{
     Extras, LooseText, ResponseFormat, WireUsage, arguments_text, decode_error, error_parts,
     event_error, nullable, text_of,
 };
+use crate::transport::Updates;
 
 /// The request body.
 pub(crate) struct ResponsesRequest<'a> {
@@ -50,9 +52,13 @@ impl Serialize for ResponsesRequest<'_> {
             ex.put(&mut m, "max_output_tokens", &t)?;
         }
         if !o.tools.is_empty() {
-            ex.put(&mut m, "tools", &WireTools(&o.tools))?;
+            ex.put(&mut m, "tools", &ToolsOf(&o.tools, ToolShape::Responses))?;
             if let Some(tc) = &o.tool_choice {
-                ex.put(&mut m, "tool_choice", &WireToolChoice(tc))?;
+                ex.put(
+                    &mut m,
+                    "tool_choice",
+                    &ToolChoiceOf(tc, ToolShape::Responses),
+                )?;
             }
             if let Some(p) = o.parallel_tool_calls {
                 ex.put(&mut m, "parallel_tool_calls", &p)?;
@@ -83,70 +89,6 @@ impl Serialize for ResponsesRequest<'_> {
         }
         ex.write(&mut m)?;
         m.end()
-    }
-}
-
-/// The tools of a request, rendered once per distinct tool list (an agent sends the same
-/// list on every call) and then copied from [`TOOLS_JSON`].
-struct WireTools<'a>(&'a [ToolSpec]);
-
-static TOOLS_JSON: cairn_core::tool::ToolsJsonCache = cairn_core::tool::ToolsJsonCache::new();
-
-impl Serialize for WireTools<'_> {
-    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
-        let json = TOOLS_JSON
-            .get_or_render(self.0, |tools| serde_json::to_string(&RenderTools(tools)))
-            .map_err(serde::ser::Error::custom)?;
-        json.serialize(s)
-    }
-}
-
-/// The wire form of tool specs, serialized field by field.
-struct RenderTools<'a>(&'a [ToolSpec]);
-
-impl Serialize for RenderTools<'_> {
-    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
-        #[derive(Serialize)]
-        struct Tool<'a> {
-            r#type: &'static str,
-            name: &'a str,
-            #[serde(skip_serializing_if = "str::is_empty")]
-            description: &'a str,
-            parameters: &'a serde_json::value::RawValue,
-            strict: bool,
-        }
-        s.collect_seq(self.0.iter().map(|t| Tool {
-            r#type: "function",
-            name: &t.name,
-            description: &t.description,
-            parameters: t.parameters.json(),
-            strict: false,
-        }))
-    }
-}
-
-struct WireToolChoice<'a>(&'a ToolChoice);
-
-impl Serialize for WireToolChoice<'_> {
-    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
-        match self.0 {
-            ToolChoice::None => s.serialize_str("none"),
-            ToolChoice::Required => s.serialize_str("required"),
-            ToolChoice::Tool(name) => {
-                #[derive(Serialize)]
-                struct C<'a> {
-                    r#type: &'static str,
-                    name: &'a str,
-                }
-                C {
-                    r#type: "function",
-                    name,
-                }
-                .serialize(s)
-            }
-            // `Auto`, and any choice added later (`ToolChoice` is non-exhaustive).
-            _ => s.serialize_str("auto"),
-        }
     }
 }
 
@@ -723,12 +665,7 @@ impl ResponsesStreamDecoder {
 }
 
 impl StreamDecoder for ResponsesStreamDecoder {
-    fn on_event(
-        &mut self,
-        _event: &[u8],
-        data: &[u8],
-        out: &mut VecDeque<ChatResponseUpdate>,
-    ) -> Result<(), ChatError> {
+    fn on_event(&mut self, data: &[u8], out: &mut Updates) -> Result<(), ChatError> {
         if self.done || data.trim_ascii() == b"[DONE]" {
             return Ok(());
         }
@@ -739,11 +676,7 @@ impl StreamDecoder for ResponsesStreamDecoder {
         self.done
     }
 
-    fn on_eof(
-        &mut self,
-        _pending: Option<Vec<u8>>,
-        _out: &mut VecDeque<ChatResponseUpdate>,
-    ) -> Result<(), ChatError> {
+    fn on_eof(&mut self, _pending: Option<Vec<u8>>, _out: &mut Updates) -> Result<(), ChatError> {
         if self.done {
             Ok(())
         } else {

@@ -37,6 +37,12 @@ pub(crate) struct EndpointConfig<'a> {
     pub(crate) retry: RetryPolicy,
 }
 
+/// A request body and the call's own headers (the client kwarg `extra_headers`).
+pub(crate) struct Payload {
+    pub(crate) body: Bytes,
+    pub(crate) extra_headers: Option<HeaderMap>,
+}
+
 /// A request target below the API root.
 #[derive(Clone, Debug)]
 pub(crate) struct Target {
@@ -173,24 +179,6 @@ impl Endpoint {
         self.redactor.error(e)
     }
 
-    /// The `Debug` form every provider client shares: `name` with the redacted base URL, the
-    /// model, the key (`***`), timeouts and retries.
-    pub(crate) fn debug_client(
-        &self,
-        f: &mut std::fmt::Formatter<'_>,
-        name: &str,
-        model: &Option<String>,
-        api_key: &Option<super::ApiKey>,
-    ) -> std::fmt::Result {
-        f.debug_struct(name)
-            .field("base_url", &self.display_url)
-            .field("model", model)
-            .field("api_key", api_key)
-            .field("http", &self.options)
-            .field("retry", &self.retry)
-            .finish()
-    }
-
     /// A plain call: awaits `call` and redacts this endpoint's credentials from its error.
     pub(crate) fn respond<'a>(
         &'a self,
@@ -219,11 +207,11 @@ impl Endpoint {
     pub(crate) async fn send(
         &self,
         target: &Target,
-        body: &Bytes,
-        extra_headers: Option<&HeaderMap>,
+        payload: &Payload,
         stream: bool,
         on_status: StatusMapper,
     ) -> Result<Resp, ChatError> {
+        let (body, extra_headers) = (&payload.body, payload.extra_headers.as_ref());
         let head = if stream {
             &self.head_sse
         } else {

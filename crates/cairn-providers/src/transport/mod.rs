@@ -55,8 +55,11 @@ use bytes::Bytes;
 use cairn_core::{ChatError, ChatErrorKind, ChatResponseUpdate};
 use reqwest::Url;
 
+pub(crate) use endpoint::Payload;
 pub use retry::RetryPolicy;
-pub(crate) use settings::{Lookup, Settings, config_error, process_env, settings_methods};
+pub(crate) use settings::{
+    ClientCore, ProviderEnv, Settings, client_methods, config_error, process_env, settings_methods,
+};
 pub(crate) use stream::drive;
 
 use http_options::{ERROR_BODY_BYTES, HttpOptions};
@@ -295,23 +298,17 @@ impl Resp {
     }
 }
 
+/// The updates a [`StreamDecoder`] queues.
+pub(crate) type Updates = VecDeque<ChatResponseUpdate>;
+
 /// Turns the events of one streamed call into updates.
 pub(crate) trait StreamDecoder: Send + 'static {
-    /// One SSE event.
-    fn on_event(
-        &mut self,
-        event: &[u8],
-        data: &[u8],
-        out: &mut VecDeque<ChatResponseUpdate>,
-    ) -> Result<(), ChatError>;
+    /// The data of one SSE event (no provider needs the event name: the type is in the data).
+    fn on_event(&mut self, data: &[u8], out: &mut Updates) -> Result<(), ChatError>;
     /// Whether the terminal event was seen (and `Finished` queued).
     fn is_done(&self) -> bool;
     /// The body ended; `pending` is an unterminated last event, if any.
-    fn on_eof(
-        &mut self,
-        pending: Option<Vec<u8>>,
-        out: &mut VecDeque<ChatResponseUpdate>,
-    ) -> Result<(), ChatError>;
+    fn on_eof(&mut self, pending: Option<Vec<u8>>, out: &mut Updates) -> Result<(), ChatError>;
 }
 
 /// Maps a transport error; `reading` is true once the response headers arrived.

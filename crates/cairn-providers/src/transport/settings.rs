@@ -4,7 +4,7 @@
 
 use std::fmt;
 
-use cairn_core::{ChatError, ChatErrorKind, Kwargs};
+use cairn_core::{ChatError, ChatErrorKind, ChatOptions, Kwargs};
 use reqwest::header::{HeaderMap, HeaderName, HeaderValue};
 use serde_json::{Map, Value};
 
@@ -19,6 +19,71 @@ pub(crate) type Lookup<'a> = &'a dyn Fn(&str) -> Option<String>;
 /// The process environment as a [`Lookup`].
 pub(crate) fn process_env(name: &str) -> Option<String> {
     std::env::var(name).ok()
+}
+
+/// What a provider's `from_env` reads and requires.
+pub(crate) struct ProviderEnv {
+    /// The base URL when none is configured.
+    pub(crate) default_base_url: &'static str,
+    /// The key: the first of these variables that is set.
+    pub(crate) keys: &'static [&'static str],
+    /// The default model's variable.
+    pub(crate) model: &'static str,
+    /// The base URL's variable.
+    pub(crate) base_url: &'static str,
+    /// Variables sent as headers when set: (variable, header name).
+    pub(crate) headers: &'static [(&'static str, &'static str)],
+    /// The error of `from_env` when the key is missing.
+    pub(crate) missing_key: &'static str,
+    /// When set, the key is required only with this base URL (other servers may need none).
+    pub(crate) key_required_for: Option<&'static str>,
+}
+
+/// What every provider client holds: the endpoint, the key and the default model.
+#[derive(Clone)]
+pub(crate) struct ClientCore {
+    pub(crate) endpoint: Endpoint,
+    pub(crate) api_key: Option<ApiKey>,
+    pub(crate) model: Option<String>,
+    pub(crate) env: &'static ProviderEnv,
+}
+
+impl ClientCore {
+    /// The model of a call: `ChatOptions::model`, else the builder's.
+    pub(crate) fn model<'a>(&'a self, options: &'a ChatOptions) -> Result<&'a str, ChatError> {
+        options
+            .model
+            .as_deref()
+            .or(self.model.as_deref())
+            .ok_or_else(|| {
+                config_error(format!(
+                    "no model: set ChatOptions::model, the builder's model or {}",
+                    self.env.model
+                ))
+            })
+    }
+
+    /// `provider:model`, or `provider` without a default model ([`ChatClient::describe`]).
+    ///
+    /// [`ChatClient::describe`]: cairn_core::ChatClient::describe
+    pub(crate) fn describe(&self, provider: &str) -> String {
+        match &self.model {
+            Some(m) => format!("{provider}:{m}"),
+            None => provider.to_owned(),
+        }
+    }
+
+    /// The `Debug` form every provider client shares: `name` with the redacted base URL, the
+    /// model, the key (`***`), timeouts and retries.
+    pub(crate) fn debug(&self, f: &mut fmt::Formatter<'_>, name: &str) -> fmt::Result {
+        f.debug_struct(name)
+            .field("base_url", &self.endpoint.display_url)
+            .field("model", &self.model)
+            .field("api_key", &self.api_key)
+            .field("http", &self.endpoint.options)
+            .field("retry", &self.endpoint.retry)
+            .finish()
+    }
 }
 
 /// The settings every HTTP provider builder holds.
@@ -53,10 +118,11 @@ impl fmt::Debug for Settings {
 }
 
 impl Settings {
-    pub(crate) fn new(base_url: &str) -> Self {
+    /// The defaults, with `env`'s default base URL.
+    pub(crate) fn new(env: &ProviderEnv) -> Self {
         Settings {
             api_key: None,
-            base_url: base_url.to_owned(),
+            base_url: env.default_base_url.to_owned(),
             model: None,
             http: HttpOptions::default(),
             retry: RetryPolicy::default(),
@@ -80,29 +146,57 @@ impl Settings {
         lookup(name).filter(|v| !v.trim().is_empty())
     }
 
-    /// Reads a provider's variables through `lookup`: the key from the first of `key_vars`
-    /// that is set, the model from `model_var`, the base URL from `base_url_var` (kept when
-    /// unset), and the `CAIRN_*` timeouts. Every builder's `from_lookup` starts here.
-    pub(crate) fn read_env(
-        &mut self,
-        lookup: Lookup<'_>,
-        key_vars: &[&str],
-        model_var: &str,
-        base_url_var: &str,
-    ) {
-        self.api_key = key_vars
+    /// Reads a provider's variables through `lookup`: the key from the first of `env.keys`
+    /// that is set, the model, the base URL (kept when unset), the variables sent as headers,
+    /// and the `CAIRN_*` timeouts. Every builder's `from_lookup` is this.
+    pub(crate) fn read_env(&mut self, lookup: Lookup<'_>, env: &ProviderEnv) {
+        self.api_key = env
+            .keys
             .iter()
             .find_map(|v| Self::var(lookup, v))
             .map(ApiKey::new);
-        self.model = Self::var(lookup, model_var);
-        if let Some(u) = Self::var(lookup, base_url_var) {
+        self.model = Self::var(lookup, env.model);
+        if let Some(u) = Self::var(lookup, env.base_url) {
             self.base_url = u;
+        }
+        for (var, header) in env.headers {
+            if let Some(v) = Self::var(lookup, var) {
+                self.headers.push(((*header).to_owned(), v));
+            }
         }
         self.apply_env(lookup);
     }
 
+    /// Fails as `from_env` does when the key `env` requires is missing.
+    pub(crate) fn check_key(&self, env: &ProviderEnv) -> Result<(), ChatError> {
+        let needed = env
+            .key_required_for
+            .is_none_or(|u| self.base_url.trim_end_matches('/') == u);
+        if needed && self.api_key.is_none() {
+            return Err(config_error(env.missing_key));
+        }
+        Ok(())
+    }
+
+    /// The [`ClientCore`] of a client: its endpoint (authenticating with `auth`, header name and
+    /// value, when there is a key; `extra` are the provider's own headers), key and model.
+    pub(crate) fn into_core(
+        mut self,
+        env: &'static ProviderEnv,
+        auth: impl FnOnce(&str) -> (HeaderName, String),
+        extra: &[(String, String)],
+    ) -> Result<ClientCore, ChatError> {
+        let endpoint = self.endpoint(auth, extra)?;
+        Ok(ClientCore {
+            endpoint,
+            api_key: self.api_key,
+            model: self.model,
+            env,
+        })
+    }
+
     /// The endpoint, authenticating with `auth` (header name, value) when there is a key.
-    pub(crate) fn endpoint(
+    fn endpoint(
         &mut self,
         auth: impl FnOnce(&str) -> (HeaderName, String),
         extra: &[(String, String)],
@@ -130,9 +224,24 @@ impl Settings {
     }
 }
 
-/// Generates the builder methods backed by a `settings: Settings` field.
+/// Generates the builder methods backed by a `settings: Settings` field: `from_env` (documented
+/// by the doc comments given), `from_lookup` (both reading `$env`, a [`ProviderEnv`]) and the
+/// setters every provider shares.
 macro_rules! settings_methods {
-    ($key_header:literal) => {
+    ($key_header:literal, $env:expr, $(#[$from_env_doc:meta])*) => {
+        $(#[$from_env_doc])*
+        pub fn from_env() -> Self {
+            Self::from_lookup($crate::transport::process_env)
+        }
+
+        /// Like [`from_env`](Self::from_env), reading the variables through `lookup` (e.g. a
+        /// map of credentials taken out of the environment at start-up).
+        pub fn from_lookup(lookup: impl Fn(&str) -> Option<String>) -> Self {
+            let mut b = Self::default();
+            b.settings.read_env(&lookup, &$env);
+            b
+        }
+
         #[doc = concat!("The API key (sent as `", $key_header, "`). Without one no such header is sent, which suits local servers. It never appears in errors or `Debug` output.")]
         pub fn api_key(mut self, key: impl Into<$crate::transport::ApiKey>) -> Self {
             self.settings.api_key = Some(key.into());
@@ -235,6 +344,51 @@ macro_rules! settings_methods {
     };
 }
 pub(crate) use settings_methods;
+
+/// Generates the methods every provider client shares (`builder`, `from_env`, `model`,
+/// `base_url`) for `$client`, a client with an `inner.core: ClientCore` built by `$builder`
+/// from `$env`; the doc comments given end `from_env`'s. With `debug`, also its `Debug` (see
+/// [`ClientCore::debug`]).
+macro_rules! client_methods {
+    ($client:ident, $builder:ident, $env:expr, debug, $(#[$doc:meta])*) => {
+        impl std::fmt::Debug for $client {
+            fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+                self.inner.core.debug(f, stringify!($client))
+            }
+        }
+
+        $crate::transport::client_methods!($client, $builder, $env, $(#[$doc])*);
+    };
+    ($client:ident, $builder:ident, $env:expr, $(#[$doc:meta])*) => {
+        impl $client {
+            #[doc = concat!("A builder with the defaults (see [`", stringify!($builder), "::new`]).")]
+            pub fn builder() -> $builder {
+                $builder::new()
+            }
+
+            #[doc = concat!("A client configured from the environment (see [`", stringify!($builder), "::from_env`]).")]
+            ///
+            $(#[$doc])*
+            pub fn from_env() -> Result<Self, cairn_core::ChatError> {
+                let b = $builder::from_env();
+                b.settings.check_key(&$env)?;
+                b.build()
+            }
+
+            /// The default model, if one was configured.
+            pub fn model(&self) -> Option<&str> {
+                self.inner.core.model.as_deref()
+            }
+
+            /// The API root as configured (with any `user:password@` in it; show it through
+            /// [`redact_url`](crate::redact_url)).
+            pub fn base_url(&self) -> &str {
+                &self.inner.core.endpoint.base_url
+            }
+        }
+    };
+}
+pub(crate) use client_methods;
 
 pub(crate) fn config_error(m: impl Into<String>) -> ChatError {
     ChatError::new(ChatErrorKind::Config, m)

@@ -96,8 +96,8 @@ async fn next_item<D: StreamDecoder>(
                         queue,
                         ..
                     } = &mut *d;
-                    let fed = sse.feed(&bytes, |ev, data| {
-                        decoder.on_event(ev, data, queue)?;
+                    let fed = sse.feed(&bytes, |_event, data| {
+                        decoder.on_event(data, queue)?;
                         Ok(if decoder.is_done() {
                             Flow::Stop
                         } else {
