@@ -412,6 +412,8 @@ pub struct Transcript {
     pub completed_batch: Option<(usize, bool)>,
     /// `extra` of the last step.
     pub extra: Option<Value>,
+    /// `seq` of the last model response (whose calls `pending` lists).
+    pub last_model_step: u64,
     /// Number of steps folded.
     pub steps: usize,
 }
@@ -436,6 +438,7 @@ impl Transcript {
         }
         if delta.kind == StepKind::Model {
             self.completed_batch = None;
+            self.last_model_step = seq;
         }
         if !delta.messages.is_empty() {
             self.messages.extend(delta.messages.iter().cloned());

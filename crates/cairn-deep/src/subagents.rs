@@ -47,7 +47,8 @@ use std::sync::{Arc, Mutex};
 
 use cairn_core::{
     Agent, AgentContext, AgentSession, BoxFuture, ChatContext, FunctionInvocationContext,
-    Middleware, Next, SharedTool, Tool, ToolError, ToolOutput, ToolSpec,
+    Middleware, Next, RunStatus, SharedTool, ThreadCursor, Tool, ToolError, ToolOutput, ToolSpec,
+    Transcript,
 };
 use schemars::JsonSchema;
 use serde::Deserialize;
@@ -482,12 +483,55 @@ impl TaskTool {
                 }
             }
         });
-        let copied = child.state().snapshot();
-        let mut req = agent
-            .run(args.description)
-            .session(&child)
-            .function_invocation_kwargs(ctx.kwargs.clone())
-            .extensions(&extensions);
+        let mut copied = child.state().snapshot();
+        // On a durable thread the subagent's run is recorded under the parent's thread, in a
+        // namespace named after this call, so re-running the call after a cut-off continues
+        // the subagent (or returns its answer, if it had finished) instead of starting over.
+        let cursor = ctx
+            .extensions
+            .get::<ThreadCursor>()
+            .map(|c| c.child(&ctx.call_id));
+        let prior = match &cursor {
+            Some(c) => c
+                .checkpointer
+                .steps(&c.thread_id, &c.namespace, None)
+                .await
+                .map_err(|e| ToolError::failed(format!("the subagent's thread: {e}")))?,
+            None => Vec::new(),
+        };
+        let mut req = match cursor {
+            Some(c) if !prior.is_empty() => {
+                let done = Transcript::from_steps(&prior);
+                copied = Transcript::from_steps(&prior[..1]).state;
+                if done.status == RunStatus::Completed {
+                    slot.release();
+                    drop(extensions);
+                    if let Some(s) = suspension {
+                        s.resume().await;
+                    }
+                    if let Some(parent) = &ctx.session {
+                        parent
+                            .state()
+                            .with(|m| merge_changes(m, &copied, &done.state));
+                    }
+                    let answer = done
+                        .messages
+                        .iter()
+                        .rev()
+                        .find(|m| m.role == cairn_core::Role::Assistant && !m.text().is_empty())
+                        .map(|m| m.text());
+                    return Ok(ToolOutput::text(answer.unwrap_or_else(|| {
+                        "(The subagent finished without a report.)".to_owned()
+                    })));
+                }
+                agent.resume(c)
+            }
+            Some(c) => agent.run(args.description).thread(c),
+            None => agent.run(args.description),
+        }
+        .session(&child)
+        .function_invocation_kwargs(ctx.kwargs.clone())
+        .extensions(&extensions);
         if let Some(sink) = &ctx.updates {
             req = req.updates(sink.nested(
                 format!("{}:{}", args.subagent_type, ctx.call_id),

@@ -74,7 +74,13 @@ pub(super) async fn execute_run(
                 "resume needs a thread (RunRequest::thread)".into(),
             ));
         }
-        None => false,
+        None => {
+            // A run without a thread inside one that has (a subagent handed the parent's
+            // extensions) must not commit into the parent's namespace.
+            extensions.remove::<DurableStart>();
+            extensions.remove::<crate::checkpoint::ThreadCursor>();
+            false
+        }
     };
     let ctx = AgentContext {
         agent_name: inner.name.clone(),
@@ -266,6 +272,10 @@ pub(super) async fn run_loop(
                     t.pending.iter().cloned().collect(),
                     t.partial_results.clone(),
                 ));
+                // The calls' tools see the step that made them, as in the run that was cut off.
+                let mut cursor = d.cursor.clone();
+                cursor.step = t.last_model_step;
+                env.extensions.insert(cursor);
             } else if let Some((n, any_error)) = t.completed_batch {
                 // The batch's last result was committed, the counters' update was not.
                 after_batch(&mut counters, n, any_error, config);
