@@ -192,6 +192,26 @@ async fn fold(
     (a.finish(), events)
 }
 
+/// Sends `msgs` with `o` (empty kwargs) over Chat Completions, then over Responses, to a server
+/// answering `text` on both; the two request bodies.
+async fn ask_both_apis(msgs: &[Message], o: &ChatOptions, text: &str) -> (Value, Value) {
+    let turn = Turn::text(text);
+    let server = TestServer::start(move |r, _| {
+        if r.path.ends_with("/responses") {
+            Reply::ok(responses_json(&turn))
+        } else {
+            Reply::ok(chat_json(&turn))
+        }
+    })
+    .await;
+    for api in [Api::ChatCompletions, Api::Responses] {
+        let c = client(&server, api);
+        c.get_response(ChatRequest::new(msgs, o)).await.unwrap();
+    }
+    let reqs = server.requests();
+    (reqs[0].json(), reqs[1].json())
+}
+
 async fn chat_request_has_the_expected_wire_shape() {
     let server = TestServer::scripted(vec![Reply::ok(chat_json(&Turn::text("ok")))]).await;
     let c = client(&server, Api::ChatCompletions);
@@ -794,14 +814,6 @@ async fn chat_stream_quirks() {
 
 #[tokio::test]
 async fn structured_output_and_choices() {
-    let server = TestServer::start(|r, _| {
-        if r.path.ends_with("/responses") {
-            Reply::ok(responses_json(&Turn::text("{}")))
-        } else {
-            Reply::ok(chat_json(&Turn::text("{}")))
-        }
-    })
-    .await;
     let schema = json!({"title": "Answer", "type": "object", "properties": {"n": {"type": "integer", "format": "int32"}}});
     let o = ChatOptions {
         response_format: Some(schema),
@@ -809,25 +821,7 @@ async fn structured_output_and_choices() {
         seed: Some(7),
         ..Default::default()
     };
-    let (fk, ck) = (Kwargs::new(), Kwargs::new());
-    client(&server, Api::ChatCompletions)
-        .get_response(
-            ChatRequest::new(&[Message::user("go")], &o)
-                .with_function_invocation_kwargs(&fk)
-                .with_client_kwargs(&ck),
-        )
-        .await
-        .unwrap();
-    client(&server, Api::Responses)
-        .get_response(
-            ChatRequest::new(&[Message::user("go")], &o)
-                .with_function_invocation_kwargs(&fk)
-                .with_client_kwargs(&ck),
-        )
-        .await
-        .unwrap();
-    let reqs = server.requests();
-    let chat = reqs[0].json();
+    let (chat, resp) = ask_both_apis(&[Message::user("go")], &o, "{}").await;
     assert_eq!(chat["response_format"]["type"], "json_schema");
     assert_eq!(chat["response_format"]["json_schema"]["name"], "Answer");
     assert_eq!(chat["response_format"]["json_schema"]["strict"], true);
@@ -838,7 +832,6 @@ async fn structured_output_and_choices() {
     assert_eq!(chat["stop"], json!(["END"]));
     assert_eq!(chat["seed"], 7);
     assert!(chat.get("tools").is_none() && chat.get("tool_choice").is_none());
-    let resp = reqs[1].json();
     assert_eq!(resp["text"]["format"]["type"], "json_schema");
     assert_eq!(resp["text"]["format"]["name"], "Answer");
     assert!(resp.get("stop").is_none() && resp.get("seed").is_none());
@@ -881,14 +874,6 @@ async fn missing_model_is_a_config_error_and_no_key_sends_no_auth() {
 
 #[tokio::test]
 async fn tool_result_images_are_not_lost() {
-    let server = TestServer::start(|r, _| {
-        if r.path.ends_with("/responses") {
-            Reply::ok(responses_json(&Turn::text("ok")))
-        } else {
-            Reply::ok(chat_json(&Turn::text("ok")))
-        }
-    })
-    .await;
     let image = Content::Image {
         url: "https://example.invalid/a.png".into(),
         media_type: None,
@@ -913,25 +898,7 @@ async fn tool_result_images_are_not_lost() {
             is_error: true,
         }),
     ];
-    let (o, fk, ck) = (ChatOptions::default(), Kwargs::new(), Kwargs::new());
-    client(&server, Api::ChatCompletions)
-        .get_response(
-            ChatRequest::new(&msgs, &o)
-                .with_function_invocation_kwargs(&fk)
-                .with_client_kwargs(&ck),
-        )
-        .await
-        .unwrap();
-    client(&server, Api::Responses)
-        .get_response(
-            ChatRequest::new(&msgs, &o)
-                .with_function_invocation_kwargs(&fk)
-                .with_client_kwargs(&ck),
-        )
-        .await
-        .unwrap();
-    let reqs = server.requests();
-    let chat = reqs[0].json();
+    let (chat, resp) = ask_both_apis(&msgs, &ChatOptions::default(), "ok").await;
     let m = chat["messages"].as_array().unwrap();
     assert_eq!(m.len(), 5, "{chat}");
     assert_eq!(m[1]["content"], Value::Null);
@@ -947,7 +914,6 @@ async fn tool_result_images_are_not_lost() {
         m[4],
         json!({"role": "user", "content": [{"type": "image_url", "image_url": {"url": "https://example.invalid/a.png"}}]})
     );
-    let resp = reqs[1].json();
     let items = resp["input"].as_array().unwrap();
     assert_eq!(items.len(), 5, "{resp}");
     assert_eq!(

@@ -1,10 +1,8 @@
 //! Anthropic-only wire-format tests (the request shape); the scenarios every
 //! provider shares are in `main.rs`.
 
-use cairn_core::{
-    ChatClient, ChatOptions, ChatRequest, Content, FunctionCall, FunctionResult, Kwargs, Message,
-    Role, ToolChoice, ToolSpec,
-};
+use cairn_core::{ChatOptions, FunctionCall, ToolChoice, ToolSpec};
+use cairn_test_support::client::{ask_with_secret_kwargs, every_content, result};
 use cairn_test_support::{Reply, TestServer};
 use serde_json::json;
 
@@ -15,39 +13,21 @@ async fn request_shape() {
     let (plain, _) = <Anthropic as WireHarness>::answer();
     let server = TestServer::scripted(vec![Reply::ok(plain)]).await;
     let c = Anthropic::client(&server);
-    let msgs = vec![
-        Message::system("System note."),
-        Message::user("first"),
-        Message::new(
-            Role::User,
-            vec![Content::Image {
-                url: "data:image/png;base64,iVBOR".into(),
-                media_type: None,
-            }],
-        ),
-        Message::new(
-            Role::Assistant,
-            vec![
-                Content::text("I'll call."),
-                Content::FunctionCall(FunctionCall::new("toolu_9", "echo", &json!({"text": "x"}))),
-                Content::FunctionCall(FunctionCall {
-                    call_id: "toolu_10".into(),
-                    name: "echo".into(),
-                    arguments: "{not json".into(),
-                }),
-            ],
-        ),
-        Message::tool_result(FunctionResult {
-            call_id: "toolu_9".into(),
-            output: vec![Content::text("echo:x")],
-            is_error: false,
-        }),
-        Message::tool_result(FunctionResult {
-            call_id: "toolu_10".into(),
-            output: vec![Content::text("invalid arguments")],
-            is_error: true,
-        }),
-    ];
+    let bad_args = FunctionCall {
+        call_id: "toolu_10".into(),
+        name: "echo".into(),
+        arguments: "{not json".into(),
+    };
+    let msgs = every_content(
+        vec![
+            FunctionCall::new("toolu_9", "echo", &json!({"text": "x"})),
+            bad_args,
+        ],
+        vec![
+            result("toolu_9", "echo:x", false),
+            result("toolu_10", "invalid arguments", true),
+        ],
+    );
     let opts = ChatOptions {
         instructions: Some("Be brief.".into()),
         temperature: Some(0.5),
@@ -62,10 +42,7 @@ async fn request_shape() {
         parallel_tool_calls: Some(false),
         ..ChatOptions::default()
     };
-    let fkw = Kwargs::from([("user_id", "SECRET-USER")]);
-    c.get_response(ChatRequest::new(&msgs, &opts).with_function_invocation_kwargs(&fkw))
-        .await
-        .unwrap();
+    ask_with_secret_kwargs(&c, &msgs, &opts).await.unwrap();
     let r = &server.requests()[0];
     assert_eq!(r.path, "/v1/messages");
     assert_eq!(r.header("x-api-key"), Some(Anthropic::KEY));

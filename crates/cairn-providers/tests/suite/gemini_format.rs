@@ -1,11 +1,8 @@
 //! Gemini-only wire-format tests (the request shape, finish reasons); the scenarios every
 //! provider shares are in `main.rs`.
 
-use cairn_core::{
-    ChatClient, ChatOptions, ChatRequest, ChatResponse, Content, FinishReason, FunctionCall,
-    FunctionResult, Kwargs, Message, Role, ToolChoice, ToolSpec,
-};
-use cairn_test_support::client::ask;
+use cairn_core::{ChatOptions, ChatResponse, FinishReason, FunctionCall, ToolChoice, ToolSpec};
+use cairn_test_support::client::{ask, ask_with_secret_kwargs, every_content, result};
 use cairn_test_support::gemini as gemini_wire;
 use cairn_test_support::{Reply, TestServer};
 use serde_json::json;
@@ -17,35 +14,16 @@ async fn request_shape() {
     let (plain, _) = <Gemini as WireHarness>::answer();
     let server = TestServer::scripted(vec![Reply::ok(plain)]).await;
     let c = Gemini::client(&server);
-    let msgs = vec![
-        Message::system("System note."),
-        Message::user("first"),
-        Message::new(
-            Role::User,
-            vec![Content::Image {
-                url: "data:image/png;base64,iVBOR".into(),
-                media_type: None,
-            }],
-        ),
-        Message::new(
-            Role::Assistant,
-            vec![
-                Content::text("I'll call."),
-                Content::FunctionCall(FunctionCall::new("call_0", "echo", &json!({"text": "x"}))),
-                Content::FunctionCall(FunctionCall::new("call_1", "lookup", &json!({"q": 1}))),
-            ],
-        ),
-        Message::tool_result(FunctionResult {
-            call_id: "call_1".into(),
-            output: vec![Content::text("not found")],
-            is_error: true,
-        }),
-        Message::tool_result(FunctionResult {
-            call_id: "call_0".into(),
-            output: vec![Content::text("echo:x")],
-            is_error: false,
-        }),
-    ];
+    let msgs = every_content(
+        vec![
+            FunctionCall::new("call_0", "echo", &json!({"text": "x"})),
+            FunctionCall::new("call_1", "lookup", &json!({"q": 1})),
+        ],
+        vec![
+            result("call_1", "not found", true),
+            result("call_0", "echo:x", false),
+        ],
+    );
     let opts = ChatOptions {
         instructions: Some("Be brief.".into()),
         temperature: Some(0.5),
@@ -67,10 +45,7 @@ async fn request_shape() {
         tool_choice: Some(ToolChoice::Tool("echo".into())),
         ..ChatOptions::default()
     };
-    let fkw = Kwargs::from([("user_id", "SECRET-USER")]);
-    c.get_response(ChatRequest::new(&msgs, &opts).with_function_invocation_kwargs(&fkw))
-        .await
-        .unwrap();
+    ask_with_secret_kwargs(&c, &msgs, &opts).await.unwrap();
     let r = &server.requests()[0];
     assert_eq!(r.path, "/v1beta/models/gemini-test:generateContent");
     assert_eq!(r.header("x-goog-api-key"), Some(Gemini::KEY));
