@@ -2,7 +2,10 @@
 
 use std::sync::Arc;
 
-use cairn_core::{BoxFuture, SearchQuery, SharedStore};
+use cairn_core::{BoxFuture, PutIf, SearchQuery, SharedStore, StoreError};
+
+/// How many times an edit is applied again when another writer changed the file meanwhile.
+const EDIT_ATTEMPTS: usize = 8;
 
 use super::state::{FileData, now_ms};
 use super::{Backend, BackendRuntime, FileInfo, GrepQuery, GrepResult, KeyedLocks, virtual_fs};
@@ -19,10 +22,12 @@ type NamespaceFn = dyn Fn(&BackendRuntime) -> Vec<String> + Send + Sync;
 /// user with [`namespace_fn`](Self::namespace_fn). Items in deeper namespaces are not files of
 /// this one.
 ///
-/// `edit` reads then puts the item, and `write` checks then puts it; both hold a lock per
-/// (namespace, path), shared by every clone of this backend, so parallel edits through it never
-/// lose an update. Writers outside this backend value (another process on a shared store) are
-/// not locked out: the [`Store`](cairn_core::Store) trait has no compare-and-swap.
+/// `edit` reads the item and puts it back with [`PutIf::Version`] (compare-and-swap): when
+/// another writer changed the file in between (another process on a shared SQLite or
+/// PostgreSQL store), the edit is applied again to the new content, so no update is lost and
+/// an edit whose text is gone fails instead of overwriting. `write` creates with
+/// [`PutIf::Absent`]. Clones of one backend also take a lock per (namespace, path), so edits
+/// within one process do not even retry.
 ///
 /// ```
 /// use std::sync::Arc;
@@ -135,15 +140,16 @@ impl StoreBackend {
         }
     }
 
-    async fn put(
+    async fn put_if(
         &self,
         store: &SharedStore,
         ns: &[String],
         path: &str,
         data: &FileData,
+        condition: PutIf,
     ) -> Result<(), BackendError> {
         let v = serde_json::to_value(data).map_err(|e| BackendError::Other(e.to_string()))?;
-        store.put(ns, path, v).await?;
+        store.put_if(ns, path, v, condition).await?;
         Ok(())
     }
 }
@@ -192,7 +198,14 @@ impl Backend for StoreBackend {
             let _guard = self.locks.lock((ns.clone(), path.clone())).await;
             let all = self.all(&store, &ns).await?;
             virtual_fs::check_create(all.iter().map(|(p, _)| p.as_str()), &path)?;
-            self.put(&store, &ns, &path, &FileData::new(content)).await
+            self.put_if(&store, &ns, &path, &FileData::new(content), PutIf::Absent)
+                .await
+                .map_err(|e| match e {
+                    BackendError::Store(StoreError::Conflict { .. }) => {
+                        BackendError::AlreadyExists(path.clone())
+                    }
+                    e => e,
+                })
         })
     }
 
@@ -209,12 +222,23 @@ impl Backend for StoreBackend {
             let store = self.store(rt)?;
             let ns = (self.namespace)(rt);
             let _guard = self.locks.lock((ns.clone(), path.clone())).await;
-            let mut data = self.get(&store, &ns, &path).await?;
-            let (updated, n) = crate::format::replace(&path, &data.content, old, new, replace_all)?;
-            data.content = updated;
-            data.modified_at_ms = now_ms();
-            self.put(&store, &ns, &path, &data).await?;
-            Ok(n)
+            for _ in 0..EDIT_ATTEMPTS {
+                let version = store.get(&ns, &path).await?.map(|i| i.version);
+                let mut data = self.get(&store, &ns, &path).await?;
+                let (updated, n) =
+                    crate::format::replace(&path, &data.content, old, new, replace_all)?;
+                data.content = updated;
+                data.modified_at_ms = now_ms();
+                let condition = version.map_or(PutIf::Absent, PutIf::Version);
+                match self.put_if(&store, &ns, &path, &data, condition).await {
+                    Ok(()) => return Ok(n),
+                    Err(BackendError::Store(StoreError::Conflict { .. })) => continue,
+                    Err(e) => return Err(e),
+                }
+            }
+            Err(BackendError::Other(format!(
+                "{path} kept changing under the edit ({EDIT_ATTEMPTS} attempts); read it again and retry"
+            )))
         })
     }
 
