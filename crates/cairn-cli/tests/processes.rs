@@ -7,51 +7,12 @@
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 use std::process::{Child, Command, ExitStatus, Stdio};
-use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
 
 use cairn_test_support::blocking::{FakeOpenAI, Reply, has_tool_result};
+use cairn_test_support::process::{holders, marker, wait_gone};
 use rustix::process::{Pid, Signal, kill_process};
 use serde_json::json;
-
-/// A `sleep` argument no other process on the machine has (about 1000 s).
-fn marker() -> String {
-    static N: AtomicUsize = AtomicUsize::new(0);
-    let nanos = std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .unwrap()
-        .subsec_nanos();
-    format!(
-        "1000.{}{:03}{:09}",
-        std::process::id(),
-        N.fetch_add(1, Ordering::Relaxed),
-        nanos
-    )
-}
-
-/// Live (non-zombie) processes whose command line contains `mark`.
-fn holders(mark: &str) -> Vec<i32> {
-    let mut out = Vec::new();
-    for entry in std::fs::read_dir("/proc").unwrap().flatten() {
-        let Ok(pid) = entry.file_name().to_string_lossy().parse::<i32>() else {
-            continue;
-        };
-        let Ok(cmdline) = std::fs::read(format!("/proc/{pid}/cmdline")) else {
-            continue;
-        };
-        if !String::from_utf8_lossy(&cmdline).contains(mark) {
-            continue;
-        }
-        let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
-        let zombie = stat
-            .rfind(')')
-            .is_some_and(|i| stat[i + 1..].trim_start().starts_with('Z'));
-        if !zombie {
-            out.push(pid);
-        }
-    }
-    out
-}
 
 /// The markers of one command: a background job, a `setsid` grandchild (its own session and
 /// process group) and the foreground part.
@@ -97,21 +58,8 @@ impl Tree {
     /// Waits (at most `wait`) until no process of the command is left; fails naming
     /// survivors (and kills them, so a failing run leaves nothing behind).
     fn assert_gone_within(&self, wait: Duration) {
-        let deadline = Instant::now() + wait;
-        loop {
-            let left: Vec<i32> = self.marks().iter().flat_map(|m| holders(m)).collect();
-            if left.is_empty() {
-                return;
-            }
-            if Instant::now() > deadline {
-                for p in &left {
-                    if let Some(p) = Pid::from_raw(*p) {
-                        let _ = kill_process(p, Signal::KILL);
-                    }
-                }
-                panic!("processes of the command survived cairn (waited {wait:?}): {left:?}");
-            }
-            std::thread::sleep(Duration::from_millis(25));
+        if let Err(left) = wait_gone(&self.marks(), wait) {
+            panic!("processes of the command survived cairn (waited {wait:?}): {left:?}");
         }
     }
 

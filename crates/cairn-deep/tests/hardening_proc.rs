@@ -19,6 +19,7 @@ use cairn_core::{
 };
 use cairn_deep::backend::{Executor, LocalShellBackend, SUPERVISE_ARG, Supervisor, supervise_main};
 use cairn_deep::{BackendError, DeepAgent};
+use cairn_test_support::process::{holders, marker, wait_gone_async};
 use serde_json::json;
 
 type Case = fn() -> Pin<Box<dyn Future<Output = ()>>>;
@@ -100,64 +101,11 @@ fn main() -> std::process::ExitCode {
 
 // ---- item 6: processes ----
 
-/// A number no other process on the machine has in its command line: `sleep MARK` sleeps
-/// about 1000 s and can be found in `/proc/*/cmdline`.
-fn marker() -> String {
-    static N: AtomicUsize = AtomicUsize::new(0);
-    let nanos = std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .unwrap()
-        .subsec_nanos();
-    format!(
-        "1000.{}{:03}{:09}",
-        std::process::id(),
-        N.fetch_add(1, Ordering::Relaxed),
-        nanos
-    )
-}
-
-/// Pids of live (non-zombie) processes whose command line contains `mark`.
-fn holders(mark: &str) -> Vec<u32> {
-    let mut out = Vec::new();
-    for entry in std::fs::read_dir("/proc").unwrap().flatten() {
-        let Ok(pid) = entry.file_name().to_string_lossy().parse::<u32>() else {
-            continue;
-        };
-        let Ok(cmdline) = std::fs::read(format!("/proc/{pid}/cmdline")) else {
-            continue;
-        };
-        if !String::from_utf8_lossy(&cmdline).contains(mark) {
-            continue;
-        }
-        let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
-        let state = stat
-            .rfind(')')
-            .and_then(|i| stat[i + 1..].split_whitespace().next().map(str::to_owned));
-        if state.as_deref() != Some("Z") {
-            out.push(pid);
-        }
-    }
-    out
-}
-
 /// Waits (at most 20 s: a loaded 2-core CI machine) until no process holds `mark`; fails naming the survivors otherwise
 /// (and kills them, so a failing run does not leave them behind).
 async fn assert_all_gone(mark: &str) {
-    let deadline = Instant::now() + Duration::from_secs(20);
-    loop {
-        let left = holders(mark);
-        if left.is_empty() {
-            return;
-        }
-        if Instant::now() > deadline {
-            for p in &left {
-                if let Some(p) = rustix::process::Pid::from_raw(*p as i32) {
-                    let _ = rustix::process::kill_process(p, rustix::process::Signal::KILL);
-                }
-            }
-            panic!("processes of the command survived: {left:?} ({mark})");
-        }
-        tokio::time::sleep(Duration::from_millis(20)).await;
+    if let Err(left) = wait_gone_async(&[mark], Duration::from_secs(20)).await {
+        panic!("processes of the command survived: {left:?} ({mark})");
     }
 }
 

@@ -18,6 +18,7 @@
 //!   connections kept open).
 //! - [`client`]: one-line plain and streamed calls of a chat client.
 //! - [`agent`]: an `echo` tool, plain-and-streamed runs, child-process tests.
+//! - [`process`]: finding a test's processes in `/proc` and waiting for them to die.
 //!
 //! ```
 //! use cairn_test_support::{Turn, Wire};
@@ -46,6 +47,7 @@ pub mod blocking;
 pub mod client;
 pub mod gemini;
 pub mod openai;
+pub mod process;
 pub mod raw;
 mod server;
 pub mod sse;
