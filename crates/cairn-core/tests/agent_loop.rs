@@ -11,6 +11,7 @@ use cairn_core::{
     ChatResponse, Content, FnTool, FunctionInvocationContext, FunctionNext, Kwargs, LoopConfig,
     Message, Result, Role, SharedTool, ToolChoice, ToolError, ToolOutput, UpdateEvent,
 };
+use cairn_test_support::agent::first_result;
 use futures::StreamExt;
 use serde_json::{Value, json};
 
@@ -132,12 +133,7 @@ async fn function_middleware_rewrites_arguments_and_results() {
         )
         .build();
     let r = agent.run("go").await.unwrap();
-    let result = r
-        .messages
-        .iter()
-        .flat_map(Message::function_results)
-        .next()
-        .unwrap();
+    let result = first_result(&r.messages);
     assert_eq!(result.text(), "rewritten!");
 }
 
@@ -214,12 +210,7 @@ async fn short_circuiting_function_middleware_skips_the_tool() {
         "the loop goes on after an overridden result"
     );
     let last = client.requests().pop().unwrap();
-    let result = last
-        .messages
-        .iter()
-        .flat_map(Message::function_results)
-        .next()
-        .unwrap();
+    let result = first_result(&last.messages);
     assert_eq!(result.text(), "overridden");
 }
 

@@ -9,6 +9,7 @@ use std::time::Duration;
 use cairn_core::testing::ScriptedClient;
 use cairn_core::tool::{Concurrency, ToolRouter};
 use cairn_core::{Agent, ChatResponse, FnTool, IntoTool, Message, SharedTool, ToolOutput};
+use cairn_test_support::agent::first_result;
 use serde_json::json;
 
 fn schema() -> serde_json::Value {
@@ -78,12 +79,7 @@ async fn an_unknown_tool_is_still_an_error_result() {
         .tool(probe("b", &flight, Concurrency::Parallel))
         .build();
     let r = agent.run("go").await.unwrap();
-    let result = r
-        .messages
-        .iter()
-        .flat_map(Message::function_results)
-        .next()
-        .unwrap();
+    let result = first_result(&r.messages);
     assert!(result.is_error);
     assert_eq!(
         text_of(&result.output),

@@ -16,6 +16,7 @@ use cairn_deep::{
     CompositeBackend, DeepAgent, FilesystemBackend, HarnessProfile, ProfileRegistry, StateBackend,
     StoreBackend, SubAgent, ToolRuntimeExt,
 };
+use cairn_test_support::agent::first_result;
 use serde_json::json;
 
 fn tool_names(req: &RecordedRequest) -> Vec<String> {
@@ -328,12 +329,7 @@ async fn unknown_subagent_types_list_the_allowed_ones() {
         .build()
         .unwrap();
     let r = agent.run("go").await.unwrap();
-    let result = r
-        .messages
-        .iter()
-        .flat_map(Message::function_results)
-        .next()
-        .unwrap();
+    let result = first_result(&r.messages);
     assert!(result.is_error);
     assert_eq!(
         result.text(),

@@ -1,10 +1,12 @@
-//! Helpers for end-to-end agent tests: an `echo` tool, plain-and-streamed runs, and running one
-//! test in a child process with a chosen environment.
+//! Helpers for end-to-end agent tests: an `echo` tool, plain-and-streamed runs, the tool results
+//! of a conversation, and running one test in a child process with a chosen environment.
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 
-use cairn_core::{Agent, AgentEventKind, AgentResponse, FnTool, Kwargs, ToolOutput};
+use cairn_core::{
+    Agent, AgentEventKind, AgentResponse, FnTool, FunctionResult, Kwargs, Message, ToolOutput,
+};
 use futures::StreamExt;
 use serde_json::json;
 
@@ -76,4 +78,15 @@ pub fn run_child_test(name: &str, clear: &[&str], env: &[(&str, &str)]) -> bool 
         Err(e) => panic!("run the test binary: {e}"),
     };
     out.status.success() && String::from_utf8_lossy(&out.stdout).contains("1 passed")
+}
+
+/// The first tool result in `messages` (a run's or a recorded request's).
+///
+/// # Panics
+/// If there is none.
+pub fn first_result(messages: &[Message]) -> &FunctionResult {
+    match messages.iter().flat_map(Message::function_results).next() {
+        Some(r) => r,
+        None => panic!("no tool result in {} messages", messages.len()),
+    }
 }
