@@ -4,20 +4,16 @@
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 use assert_cmd::Command;
-use cairn_test_support::blocking::{FakeOpenAI, Reply, has_tool_result, last_tool_result};
+use cairn_test_support::blocking::{
+    FakeOpenAI, Reply, closed_port, has_tool_result, last_tool_result,
+};
 use predicates::prelude::*;
 use serde_json::{Value, json};
 
 /// `cairn` with a clean environment pointing at `server`, working in `dir`.
 fn cairn(server: &FakeOpenAI, dir: &std::path::Path) -> Command {
-    let mut c = Command::cargo_bin("cairn").unwrap();
-    c.current_dir(dir)
-        .env_clear()
-        .env("PATH", std::env::var("PATH").unwrap_or_default())
-        .env("HOME", dir)
-        .env("OPENAI_BASE_URL", &server.base_url)
-        .env("NO_COLOR", "1")
-        .timeout(std::time::Duration::from_secs(60));
+    let mut c = Command::from_std(server.command(env!("CARGO_BIN_EXE_cairn"), dir));
+    c.timeout(std::time::Duration::from_secs(60));
     c
 }
 
@@ -237,11 +233,7 @@ fn root_flag_chooses_the_directory() {
 fn server_errors_exit_1_with_the_reason() {
     let dir = tempfile::tempdir().unwrap();
     // Nothing listens on this port (bound, then dropped).
-    let port = std::net::TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port();
+    let port = closed_port();
     Command::cargo_bin("cairn")
         .unwrap()
         .current_dir(dir.path())

@@ -4,7 +4,9 @@
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 use assert_cmd::Command;
-use cairn_test_support::blocking::{FakeOpenAI, Reply, has_tool_result, last_tool_result};
+use cairn_test_support::blocking::{
+    FakeOpenAI, Reply, closed_port, has_tool_result, last_tool_result,
+};
 use serde_json::json;
 
 const KEY: &str = "sk-test-SECRET";
@@ -21,15 +23,10 @@ done 2>&1
 echo SNOOP-DONE"#;
 
 fn cairn(server: &FakeOpenAI, dir: &std::path::Path) -> Command {
-    let mut c = Command::cargo_bin("cairn").unwrap();
-    c.current_dir(dir)
-        .env_clear()
-        .env("PATH", std::env::var("PATH").unwrap_or_default())
-        .env("HOME", dir)
-        .env("OPENAI_BASE_URL", &server.base_url)
-        .env("OPENAI_API_KEY", KEY)
-        .env("NO_COLOR", "1")
-        .timeout(std::time::Duration::from_secs(60));
+    let mut c = server.command(env!("CARGO_BIN_EXE_cairn"), dir);
+    c.env("OPENAI_API_KEY", KEY);
+    let mut c = Command::from_std(c);
+    c.timeout(std::time::Duration::from_secs(60));
     c
 }
 
@@ -113,11 +110,7 @@ fn the_key_and_url_credentials_are_redacted_from_what_cairn_prints() {
 fn a_password_in_the_base_url_is_not_printed() {
     let dir = tempfile::tempdir().unwrap();
     // Nothing listens on this port (bound, then dropped): the connection error names the URL.
-    let port = std::net::TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port();
+    let port = closed_port();
     let out = Command::cargo_bin("cairn")
         .unwrap()
         .current_dir(dir.path())

@@ -2,6 +2,8 @@
 //! async runtime of their own, such as the `cairn` binary's: a [`TestServer`] on a background
 //! thread that answers from a script of the request body.
 
+use std::path::Path;
+use std::process::Command;
 use std::sync::{Arc, Mutex};
 
 use serde_json::{Value, json};
@@ -93,6 +95,19 @@ impl FakeOpenAI {
     pub fn bodies(&self) -> Vec<Value> {
         lock(&self.requests).clone()
     }
+
+    /// `exe` (the `cairn` binary) hermetic against this server: a clean environment but for
+    /// `PATH`, `HOME` and the working directory `dir`, `OPENAI_BASE_URL` this server, `NO_COLOR`.
+    pub fn command(&self, exe: impl AsRef<std::ffi::OsStr>, dir: &Path) -> Command {
+        let mut c = Command::new(exe);
+        c.current_dir(dir)
+            .env_clear()
+            .env("PATH", std::env::var("PATH").unwrap_or_default())
+            .env("HOME", dir)
+            .env("OPENAI_BASE_URL", &self.base_url)
+            .env("NO_COLOR", "1");
+        c
+    }
 }
 
 /// Whether the conversation already holds a tool result.
@@ -182,4 +197,15 @@ fn sse(reply: &Reply) -> String {
     let mut out: String = events.iter().map(crate::sse::data).collect();
     out.push_str("data: [DONE]\n\n");
     out
+}
+
+/// A port on 127.0.0.1 nothing listens on (bound, then dropped), for connection errors.
+///
+/// # Panics
+/// If no port can be bound.
+pub fn closed_port() -> u16 {
+    match std::net::TcpListener::bind("127.0.0.1:0").and_then(|l| l.local_addr()) {
+        Ok(a) => a.port(),
+        Err(e) => panic!("bind 127.0.0.1:0: {e}"),
+    }
 }
