@@ -80,6 +80,11 @@ impl Backend {
         };
         let lock_timeout = format!("{}ms", options.busy_timeout.as_millis().max(1));
         let mut settings = vec![("lock_timeout", lock_timeout)];
+        // One connection first: a wrong address or password fails at once with the server's
+        // words (the pool would retry until its timeout).
+        let mut conn: sqlx::PgConnection = sqlx::Connection::connect_with(&connect)
+            .await
+            .map_err(&err)?;
         if let Some(schema) = &options.schema {
             if schema.is_empty()
                 || !schema
@@ -90,13 +95,9 @@ impl Backend {
                     "schema name {schema:?}: use lowercase letters, digits and '_'"
                 )));
             }
-            let mut conn: sqlx::PgConnection = sqlx::Connection::connect_with(&connect)
-                .await
-                .map_err(&err)?;
             let r = sqlx::query(&format!("CREATE SCHEMA IF NOT EXISTS {schema}"))
                 .execute(&mut conn)
                 .await;
-            let _ = sqlx::Connection::close(conn).await;
             if let Err(e) = r {
                 // Two processes creating the schema at once: the loser sees a duplicate.
                 if !crate::common::is_unique_violation(&e) {
@@ -105,6 +106,7 @@ impl Backend {
             }
             settings.push(("search_path", schema.clone()));
         }
+        let _ = sqlx::Connection::close(conn).await;
         connect = connect.options(settings);
         let pool = PgPoolOptions::new()
             .max_connections(options.max_connections.unwrap_or(8))

@@ -80,6 +80,43 @@ fn open_err(path: &Path, timeout: Duration) -> impl Fn(sqlx::Error) -> OpenError
     }
 }
 
+/// Looks at an existing file through a read-only connection that changes nothing (no WAL
+/// switch, no schema): a file that is not a SQLite database, or a database of another program,
+/// is refused before anything is written to it.
+async fn probe(
+    path: &Path,
+    options: &OpenOptions,
+    err: &impl Fn(sqlx::Error) -> OpenError,
+) -> Result<(), OpenError> {
+    use sqlx::Connection;
+    let connect = SqliteConnectOptions::new()
+        .filename(path)
+        .read_only(true)
+        .create_if_missing(false)
+        .busy_timeout(options.busy_timeout);
+    let mut conn = sqlx::SqliteConnection::connect_with(&connect)
+        .await
+        .map_err(err)?;
+    let counts: Result<(i64, i64), sqlx::Error> = async {
+        let tables: i64 =
+            sqlx::query_scalar("SELECT COUNT(*) FROM sqlite_master WHERE type = 'table'")
+                .fetch_one(&mut conn)
+                .await?;
+        let meta: i64 = sqlx::query_scalar(META_EXISTS).fetch_one(&mut conn).await?;
+        Ok((tables, meta))
+    }
+    .await;
+    let _ = conn.close().await;
+    let (tables, meta) = counts.map_err(err)?;
+    if tables > 0 && meta == 0 {
+        return Err(OpenError::NotADatabase {
+            path: path.to_owned(),
+            reason: "a SQLite database without cairn's meta table (another program's?)".into(),
+        });
+    }
+    Ok(())
+}
+
 impl Backend {
     pub(crate) async fn open(path: &Path, options: &OpenOptions) -> Result<Self, OpenError> {
         let connect = SqliteConnectOptions::new()
@@ -102,6 +139,9 @@ impl Backend {
         max_connections: u32,
     ) -> Result<Self, OpenError> {
         let err = open_err(path, options.busy_timeout);
+        if path.exists() {
+            probe(path, options, &err).await?;
+        }
         let mut connect = connect
             .synchronous(SqliteSynchronous::Normal)
             .busy_timeout(options.busy_timeout)
@@ -120,23 +160,6 @@ impl Backend {
             .await
             .map_err(&err)?;
         let backend = Backend::from_pool(pool);
-        // A database of another program: tables, but not ours.
-        let tables: i64 =
-            sqlx::query_scalar("SELECT COUNT(*) FROM sqlite_master WHERE type = 'table'")
-                .fetch_one(&backend.pool)
-                .await
-                .map_err(&err)?;
-        let has_meta: i64 = sqlx::query_scalar(META_EXISTS)
-            .fetch_one(&backend.pool)
-            .await
-            .map_err(&err)?;
-        if tables > 0 && has_meta == 0 {
-            backend.close().await;
-            return Err(OpenError::NotADatabase {
-                path: path.to_owned(),
-                reason: "a SQLite database without cairn's meta table (another program's?)".into(),
-            });
-        }
         if let Err(e) = backend.migrate(&err).await {
             backend.close().await;
             return Err(e);
