@@ -6,20 +6,23 @@ use std::sync::Arc;
 use std::time::Instant;
 
 use anyhow::{Context as _, Result, anyhow, bail};
-use cairn_core::{Agent, AgentSession, ChatClient, LoopConfig};
+use cairn_core::{
+    Agent, AgentSession, ChatClient, LoopConfig, RunStatus, SharedStore, ThreadCursor,
+};
 use cairn_deep::backend::ShellConfig;
 use cairn_deep::{
     ApprovalHandler, CompositeBackend, DeepAgent, HarnessProfile, InterruptOn, LocalShellBackend,
-    SharedBackend, StateBackend,
+    SharedBackend, StateBackend, StoreBackend,
 };
 use futures::StreamExt;
 
 use crate::approval::{GUARDED_TOOLS, TerminalApprover};
-use crate::args::{Cli, Command};
+use crate::args::{Cli, Command, ThreadsAction};
 use crate::cap::{FileResultCap, ModelTokenCounter, TokenCounterFn, estimate_tokens};
 use crate::model::{ModelSpec, load};
 use crate::render::{HumanRenderer, JsonRenderer, Style, Summary, Tally, sanitize};
 use crate::secrets::{ScrubReport, Secrets};
+use crate::threads::Db;
 
 /// The exit status for a run stopped with Ctrl-C.
 pub const EXIT_INTERRUPTED: u8 = 130;
@@ -48,6 +51,9 @@ pub struct AgentSetup {
     pub counter: Option<TokenCounterFn>,
     /// Who approves writes, edits and commands; `None` allows them all (`--yes`).
     pub approver: Option<Arc<dyn ApprovalHandler>>,
+    /// The durable store `/memories/` lives in (one per user, shared across projects); `None`
+    /// leaves `/memories/` an ordinary directory of the root.
+    pub memories: Option<SharedStore>,
 }
 
 impl std::fmt::Debug for AgentSetup {
@@ -65,9 +71,17 @@ impl std::fmt::Debug for AgentSetup {
 /// and the conversation history written when the context is summarized.
 pub const STATE_PREFIXES: &[&str] = &["/large_tool_results/", "/conversation_history/"];
 
+/// Where the CLI keeps long-term memories: files under this prefix live in the user's store.
+pub const MEMORIES_PREFIX: &str = "/memories/";
+
+/// What the prompt says about `/memories/` when it is the durable store.
+pub const MEMORIES_PROMPT: &str = "Long-term memory: files under /memories/ are kept in the user's own store and \
+persist across conversations and projects. Look there (ls /memories/) when earlier preferences or facts may \
+help, and save what the user asks you to remember (or durable facts about how they work) as files there.";
+
 /// The backend: the files under `root` plus `execute` there; [`STATE_PREFIXES`] are kept in the
-/// session's state.
-pub fn backend(root: &Path) -> Result<SharedBackend> {
+/// session's state and, with a store, [`MEMORIES_PREFIX`] in the store.
+pub fn backend(root: &Path, memories: Option<&SharedStore>) -> Result<SharedBackend> {
     let mut shell = LocalShellBackend::new(root)
         .map_err(|e| anyhow!("{e}"))
         .with_context(|| format!("cannot work in {}", root.display()))?
@@ -86,12 +100,20 @@ pub fn backend(root: &Path) -> Result<SharedBackend> {
     for prefix in STATE_PREFIXES {
         composite = composite.route(prefix, StateBackend::new());
     }
+    if let Some(store) = memories {
+        composite = composite.route(
+            MEMORIES_PREFIX,
+            StoreBackend::new()
+                .with_store(Arc::clone(store))
+                .namespace(["memories"]),
+        );
+    }
     Ok(Arc::new(composite))
 }
 
 /// Builds the deep agent over `client`.
 pub fn build_agent(client: Arc<dyn ChatClient>, setup: &AgentSetup) -> Result<Agent> {
-    let backend = backend(&setup.root)?;
+    let backend = backend(&setup.root, setup.memories.as_ref())?;
     let loop_config = LoopConfig {
         max_iterations: setup.max_steps as usize,
         ..LoopConfig::default()
@@ -102,6 +124,9 @@ pub fn build_agent(client: Arc<dyn ChatClient>, setup: &AgentSetup) -> Result<Ag
         .backend(backend)
         .profile(setup.profile.clone())
         .loop_config(loop_config);
+    if setup.memories.is_some() {
+        b = b.system_prompt(MEMORIES_PROMPT);
+    }
     if setup.profile.excluded_tools.contains("task") {
         b = b.general_purpose_subagent(false);
     }
@@ -181,18 +206,33 @@ impl Output {
     }
 }
 
-/// Runs one turn, showing its updates; Ctrl-C stops it.
+/// What a turn does on its thread.
+#[derive(Debug, Clone, Copy)]
+enum Job<'a> {
+    /// Run new input.
+    Input(&'a str),
+    /// Finish the thread's cut-off run.
+    Resume,
+}
+
+/// Runs one turn on `thread`, showing its updates; Ctrl-C stops it (the steps committed so
+/// far stay, and `cairn resume` continues).
 async fn turn(
     agent: &Agent,
     session: &AgentSession,
-    input: &str,
+    job: Job<'_>,
+    thread: &ThreadCursor,
     json: bool,
     verbose: bool,
 ) -> TurnOutcome {
     let started = Instant::now();
     let mut out = Output::new(json, verbose);
     let mut tally = Tally::default();
-    let mut stream = agent.run(input).session(session).stream();
+    let request = match job {
+        Job::Input(input) => agent.run(input).thread(thread.clone()),
+        Job::Resume => agent.resume(thread.clone()),
+    };
+    let mut stream = request.session(session).stream();
     let ctrl_c = tokio::signal::ctrl_c();
     tokio::pin!(ctrl_c);
     loop {
@@ -285,6 +325,35 @@ pub async fn run(cli: Cli, secrets: Secrets, scrub: ScrubReport) -> Result<u8> {
     let root = root
         .canonicalize()
         .with_context(|| format!("cannot resolve {}", root.display()))?;
+    let db_location = crate::threads::location(g.db.as_deref(), |k| std::env::var(k).ok());
+    if db_location.is_none() && g.verbose {
+        eprintln!("cairn: no home directory and no --db: threads are kept in memory only");
+    }
+    let db = Db::open(db_location.as_deref()).await?;
+    if let Command::Threads { action } = &cli.command {
+        return match action {
+            None => crate::threads::list(&db, g.json).await,
+            Some(ThreadsAction::Show { id }) => crate::threads::show(&db, id, g.json).await,
+            Some(ThreadsAction::Rm { id }) => crate::threads::remove(&db, id, g.json).await,
+        };
+    }
+    // The thread to continue, if any: its working directory is the root unless --root says.
+    let resumed = match &cli.command {
+        Command::Resume { last: true, .. } => Some(db.last_in(&root).await?),
+        Command::Resume { last: false, args } => match args.first() {
+            Some(id) => Some(db.find(id).await?),
+            None => bail!("say which thread to resume: cairn resume ID, or cairn resume --last"),
+        },
+        Command::Chat { resume: Some(id) } => Some(db.find(id).await?),
+        _ => None,
+    };
+    let root = match (&resumed, &g.root) {
+        (Some(t), None) => match t.metadata.get("cwd").and_then(|v| v.as_str()) {
+            Some(cwd) if Path::new(cwd).is_dir() => PathBuf::from(cwd),
+            _ => root,
+        },
+        _ => root,
+    };
     let spec_text = g
         .model
         .clone()
@@ -341,9 +410,11 @@ pub async fn run(cli: Cli, secrets: Secrets, scrub: ScrubReport) -> Result<u8> {
         profile: model.profile.clone(),
         counter: model.counter.clone(),
         approver,
+        memories: Some(db.store.clone()),
     };
     let agent = build_agent(Arc::clone(&model.client), &setup)?;
     let session = AgentSession::new();
+    let one = |job, cursor| one_turn(&agent, &session, job, cursor, g.json, g.verbose);
 
     let code = match &cli.command {
         Command::Run { .. } => {
@@ -353,20 +424,67 @@ pub async fn run(cli: Cli, secrets: Secrets, scrub: ScrubReport) -> Result<u8> {
                     "the task is empty: say what the agent should do, e.g. cairn run \"list the files\""
                 );
             }
-            match turn(&agent, &session, &task, g.json, g.verbose).await {
-                TurnOutcome::Done(_) => Ok(0),
-                TurnOutcome::Failed(e) => {
-                    report_error(&e, g.json);
-                    Ok(1)
-                }
-                TurnOutcome::Interrupted => {
-                    interrupted_note(g.json);
-                    Ok(EXIT_INTERRUPTED)
-                }
-            }
+            let info = db.create(&setup.root, &task, &model.label).await?;
+            thread_started(&info.id, g.json);
+            one(Job::Input(&task), db.cursor(&info.id)).await
         }
-        Command::Chat => chat(&agent, &session, g.json, g.verbose).await,
-    }?;
+        Command::Resume { last, args } => {
+            let Some(info) = resumed else {
+                bail!("no thread to resume");
+            };
+            let input = if *last { &args[..] } else { &args[1..] }.join(" ");
+            let cursor = db.cursor(&info.id);
+            thread_started(&info.id, g.json);
+            let mut code = 0;
+            let mut did = false;
+            if unfinished(&cursor).await? {
+                code = one(Job::Resume, cursor.clone()).await;
+                did = true;
+            }
+            if code == 0 && !input.trim().is_empty() {
+                code = one(Job::Input(&input), cursor.clone()).await;
+                did = true;
+            }
+            if !did {
+                let note = format!(
+                    "cairn: thread {} has nothing to resume (its last run {}); give it more to do: cairn resume {} \"…\"",
+                    info.id,
+                    info.status.as_str(),
+                    info.id
+                );
+                eprintln!("{}", err_style.dim(&note));
+            }
+            code
+        }
+        Command::Chat { .. } => {
+            let cursor = match resumed {
+                Some(info) => {
+                    let cursor = db.cursor(&info.id);
+                    thread_started(&info.id, g.json);
+                    if unfinished(&cursor).await? {
+                        let code = one(Job::Resume, cursor.clone()).await;
+                        if code == EXIT_INTERRUPTED {
+                            return Ok(code);
+                        }
+                    }
+                    Some(cursor)
+                }
+                None => None,
+            };
+            chat(
+                &agent,
+                &session,
+                &db,
+                &setup.root,
+                &model.label,
+                cursor,
+                g.json,
+                g.verbose,
+            )
+            .await?
+        }
+        Command::Threads { .. } => 0,
+    };
     if code == 0
         && let Some(t) = &terminal
         && t.all_rejected()
@@ -400,7 +518,72 @@ async fn read_line() -> Result<Option<String>> {
     .context("the stdin reader stopped")?
 }
 
-async fn chat(agent: &Agent, session: &AgentSession, json: bool, verbose: bool) -> Result<u8> {
+/// Runs one turn on `cursor`'s thread and reports how it ended; returns the exit status.
+async fn one_turn(
+    agent: &Agent,
+    session: &AgentSession,
+    job: Job<'_>,
+    cursor: ThreadCursor,
+    json: bool,
+    verbose: bool,
+) -> u8 {
+    let code = match turn(agent, session, job, &cursor, json, verbose).await {
+        TurnOutcome::Done(_) => 0,
+        TurnOutcome::Failed(e) => {
+            report_error(&e, json);
+            1
+        }
+        TurnOutcome::Interrupted => {
+            interrupted_note(json);
+            EXIT_INTERRUPTED
+        }
+    };
+    thread_note(&cursor.thread_id, code, json);
+    code
+}
+
+/// Whether the thread's last run was cut off or failed (so `resume` has work to do).
+async fn unfinished(cursor: &ThreadCursor) -> Result<bool> {
+    let t = cursor.load().await?;
+    Ok(t.steps > 0 && matches!(t.status, RunStatus::Running | RunStatus::Failed))
+}
+
+/// Tells a `--json` reader the thread id before anything else happens.
+fn thread_started(id: &str, json: bool) {
+    if json {
+        JsonRenderer::print(&serde_json::json!({"type": "thread", "id": id}));
+    }
+}
+
+/// After a turn: the thread id, and how to continue it when the turn did not finish.
+fn thread_note(id: &str, code: u8, json: bool) {
+    if json {
+        return;
+    }
+    let style = Style::for_stderr();
+    if code == 0 {
+        eprintln!("{}", style.dim(&format!("cairn: thread {id}")));
+    } else {
+        eprintln!(
+            "{}",
+            style.dim(&format!(
+                "cairn: thread {id} keeps every finished step; continue it with: cairn resume {id}"
+            ))
+        );
+    }
+}
+
+#[allow(clippy::too_many_arguments)]
+async fn chat(
+    agent: &Agent,
+    session: &AgentSession,
+    db: &Db,
+    root: &Path,
+    model: &str,
+    mut thread: Option<ThreadCursor>,
+    json: bool,
+    verbose: bool,
+) -> Result<u8> {
     let interactive = std::io::stdin().is_terminal();
     let style = Style::for_stderr();
     if interactive && !json {
@@ -438,7 +621,17 @@ async fn chat(agent: &Agent, session: &AgentSession, json: bool, verbose: bool) 
         if matches!(input, "/exit" | "/quit" | "exit" | "quit") {
             break;
         }
-        match turn(agent, session, input, json, verbose).await {
+        let cursor = match &thread {
+            Some(c) => c.clone(),
+            None => {
+                let info = db.create(root, input, model).await?;
+                thread_started(&info.id, json);
+                let c = db.cursor(&info.id);
+                thread = Some(c.clone());
+                c
+            }
+        };
+        match turn(agent, session, Job::Input(input), &cursor, json, verbose).await {
             TurnOutcome::Done(_) => {}
             TurnOutcome::Failed(e) => {
                 report_error(&e, json);
@@ -446,9 +639,13 @@ async fn chat(agent: &Agent, session: &AgentSession, json: bool, verbose: bool) 
             }
             TurnOutcome::Interrupted => {
                 interrupted_note(json);
+                thread_note(&cursor.thread_id, EXIT_INTERRUPTED, json);
                 return Ok(EXIT_INTERRUPTED);
             }
         }
+    }
+    if let Some(c) = &thread {
+        thread_note(&c.thread_id, 0, json);
     }
     // Piped input: a failed turn makes the whole chat fail, so scripts notice.
     Ok(if failed && !interactive { 1 } else { 0 })

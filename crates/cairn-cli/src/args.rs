@@ -123,6 +123,12 @@ pub struct GlobalArgs {
     /// [default: $CAIRN_IDLE_TIMEOUT, else 120]
     #[arg(long, global = true, value_name = "SECS", value_parser = parse_timeout)]
     pub idle_timeout: Option<Duration>,
+
+    /// Where threads, checkpoints and long-term memories are kept: a SQLite file, or a
+    /// postgres:// URL [default: $XDG_DATA_HOME/cairn/cairn.db, else
+    /// ~/.local/share/cairn/cairn.db]
+    #[arg(long, global = true, env = "CAIRN_DB", value_name = "PATH_OR_URL")]
+    pub db: Option<String>,
 }
 
 /// A timeout flag's value: a positive number of seconds (`30`, `0.5`).
@@ -165,7 +171,45 @@ pub enum Command {
         task: Vec<String>,
     },
     /// Talk to the agent turn by turn; it remembers the conversation. End with Ctrl-D or /exit.
-    Chat,
+    Chat {
+        /// Continue this thread (finishing its cut-off run first).
+        #[arg(long, value_name = "ID")]
+        resume: Option<String>,
+    },
+    /// Continue a thread: finish its cut-off run (a killed process, a failed model call), then
+    /// run the new input, if any.
+    #[command(
+        after_help = "Examples:\n  cairn resume --last\n  cairn resume 0f9c2a \"now add tests for it\""
+    )]
+    Resume {
+        /// The most recent thread of this working directory.
+        #[arg(long)]
+        last: bool,
+        /// The thread id (a unique prefix is enough; not with --last), then the new input.
+        #[arg(value_name = "ID | INPUT")]
+        args: Vec<String>,
+    },
+    /// List the threads (`show ID` prints one, `rm ID` deletes one).
+    Threads {
+        /// What to do.
+        #[command(subcommand)]
+        action: Option<ThreadsAction>,
+    },
+}
+
+/// What `cairn threads` does besides listing.
+#[derive(Debug, Clone, Subcommand)]
+pub enum ThreadsAction {
+    /// Print a thread's conversation.
+    Show {
+        /// The thread id (a unique prefix is enough).
+        id: String,
+    },
+    /// Delete a thread.
+    Rm {
+        /// The thread id (a unique prefix is enough).
+        id: String,
+    },
 }
 
 impl Command {
@@ -173,7 +217,7 @@ impl Command {
     pub fn task(&self) -> Option<String> {
         match self {
             Command::Run { task } => Some(task.join(" ")),
-            Command::Chat => None,
+            _ => None,
         }
     }
 }

@@ -14,6 +14,7 @@ pub mod model;
 pub mod profile;
 pub mod render;
 pub mod secrets;
+pub mod threads;
 
 use std::process::ExitCode;
 use std::sync::OnceLock;

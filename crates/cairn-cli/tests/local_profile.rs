@@ -28,6 +28,7 @@ async fn system_block(approvals: bool) -> (String, Vec<String>) {
         profile: local_profile(8192),
         counter: None,
         approver: approvals.then(|| Arc::new(reject) as Arc<dyn ApprovalHandler>),
+        memories: None,
     };
     let agent = build_agent(Arc::new(client.clone()), &setup).unwrap();
     agent.run("hi").await.unwrap();
@@ -103,6 +104,7 @@ async fn replies_are_capped() {
         profile: local_profile(4096),
         counter: None,
         approver: None,
+        memories: None,
     };
     let agent = build_agent(Arc::new(client.clone()), &setup).unwrap();
     agent.run("hi").await.unwrap();
@@ -138,6 +140,7 @@ async fn large_tool_results_are_offloaded() {
         profile: local_profile(4096),
         counter: None,
         approver: None,
+        memories: None,
     };
     let agent = build_agent(Arc::new(client.clone()), &setup).unwrap();
     let session = agent.create_session();
