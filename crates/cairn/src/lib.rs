@@ -4,7 +4,9 @@
 //! the core vocabulary ([`Agent`], [`ChatClient`], [`Tool`], middleware, sessions), the
 //! `#[tool]`/`#[tools]` macros, the model providers ([`providers`]: [`OpenAIClient`] and
 //! [`client_for_model`] for `provider:model` strings), and the deep-agent harness ([`deep`],
-//! with [`DeepAgent::builder`] resolving model strings through the providers).
+//! with [`DeepAgent::builder`] resolving model strings through the providers), and durable
+//! threads and memory on SQLite or PostgreSQL ([`persistence`]: [`persistence::open`] gives a
+//! [`Database`] with a checkpointer and a store).
 //!
 //! ```
 //! use cairn::{Agent, ChatResponse, testing::ScriptedClient};
@@ -30,6 +32,11 @@ pub use cairn_deep::{
     Backend, CompositeBackend, FilesystemBackend, HarnessProfile, LocalShellBackend, StateBackend,
     StoreBackend, SubAgent, ToolRuntimeExt,
 };
+
+/// Durable threads and long-term memory: the [`Checkpointer`] and [`Store`] on SQLite,
+/// PostgreSQL or in memory (`cairn-store`).
+pub use cairn_store as persistence;
+pub use cairn_store::Database;
 
 /// Resolves a `provider:model` string (`openai:gpt-4.1`, `ollama:qwen2.5`) to a client.
 pub fn resolve_model(spec: &str) -> Result<std::sync::Arc<dyn ChatClient>, ChatError> {
