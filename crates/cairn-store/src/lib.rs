@@ -1,6 +1,7 @@
 //! # cairn-store
 //!
-//! Durable threads and long-term memory for cairn: the [`Checkpointer`] and [`Store`] traits of
+//! Durable threads and long-term memory for cairn: the
+//! [`Checkpointer`](cairn_core::Checkpointer) and [`Store`](cairn_core::Store) traits of
 //! `cairn-core` on **SQLite** (the embedded default: one file, WAL) and **PostgreSQL** (a
 //! connection pool), plus the in-memory implementations under the same [`Database`] type.
 //!
