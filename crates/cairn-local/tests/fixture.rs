@@ -50,6 +50,26 @@ fn fixture(n_ctx: u32) -> Option<LocalModel> {
     Some(LocalModel::load(path, config).expect("the fixture loads"))
 }
 
+/// Runs `test` on the fixture loaded with `n_ctx` and a client on it, taking its turn with the
+/// other model tests; does nothing when the fixture is absent.
+fn with_client<F, Fut>(n_ctx: u32, test: F)
+where
+    F: FnOnce(LocalModel, LocalClient) -> Fut,
+    Fut: std::future::Future<Output = ()>,
+{
+    let _serial = serial();
+    let Some(model) = fixture(n_ctx) else { return };
+    let client = LocalClient::new(model.clone());
+    block_on(test(model, client));
+}
+
+/// `msgs` and `options` with both kwargs buckets set to `kw`.
+fn request<'a>(msgs: &'a [Message], options: &'a ChatOptions, kw: &'a Kwargs) -> ChatRequest<'a> {
+    ChatRequest::new(msgs, options)
+        .with_function_invocation_kwargs(kw)
+        .with_client_kwargs(kw)
+}
+
 fn bounded_tools() -> Vec<ToolSpec> {
     vec![
         ToolSpec::new(
@@ -150,10 +170,7 @@ fn llama_cpp_accepts_generated_grammars() {
 
 #[test]
 fn constrained_turn_is_a_valid_call() {
-    let _serial = serial();
-    block_on(async {
-        let Some(model) = fixture(2048) else { return };
-        let client = LocalClient::new(model);
+    with_client(2048, |_model, client| async move {
         let options = ChatOptions {
             tools: bounded_tools(),
             tool_choice: Some(ToolChoice::Required),
@@ -190,10 +207,7 @@ fn constrained_turn_is_a_valid_call() {
 
 #[test]
 fn second_turn_reuses_the_kv_cache() {
-    let _serial = serial();
-    block_on(async {
-        let Some(model) = fixture(2048) else { return };
-        let client = LocalClient::new(model.clone());
+    with_client(2048, |model, client| async move {
         let options = ChatOptions {
             instructions: Some("You are a terse assistant.".into()),
             tools: bounded_tools(),
@@ -203,11 +217,7 @@ fn second_turn_reuses_the_kv_cache() {
         let kw = Kwargs::default();
         let mut msgs = vec![Message::user("Switch to slow mode, level 1.")];
         let r1 = client
-            .get_response(
-                ChatRequest::new(&msgs, &options)
-                    .with_function_invocation_kwargs(&kw)
-                    .with_client_kwargs(&kw),
-            )
+            .get_response(request(&msgs, &options, &kw))
             .await
             .expect("turn 1");
         let u1 = r1.usage.expect("usage");
@@ -223,11 +233,7 @@ fn second_turn_reuses_the_kv_cache() {
             msgs.push(Message::user("Thanks."));
         }
         let r2 = client
-            .get_response(
-                ChatRequest::new(&msgs, &options)
-                    .with_function_invocation_kwargs(&kw)
-                    .with_client_kwargs(&kw),
-            )
+            .get_response(request(&msgs, &options, &kw))
             .await
             .expect("turn 2");
         let u2 = r2.usage.expect("usage");
@@ -242,11 +248,7 @@ fn second_turn_reuses_the_kv_cache() {
         // The same second turn from a cold cache evaluates everything.
         model.clear_cache().expect("clears");
         let cold = client
-            .get_response(
-                ChatRequest::new(&msgs, &options)
-                    .with_function_invocation_kwargs(&kw)
-                    .with_client_kwargs(&kw),
-            )
+            .get_response(request(&msgs, &options, &kw))
             .await
             .expect("cold turn 2");
         let uc = cold.usage.expect("usage");
@@ -257,10 +259,7 @@ fn second_turn_reuses_the_kv_cache() {
 
 #[test]
 fn raw_output_round_trips_into_the_next_prompt() {
-    let _serial = serial();
-    block_on(async {
-        let Some(model) = fixture(2048) else { return };
-        let client = LocalClient::new(model.clone());
+    with_client(2048, |model, client| async move {
         let options = ChatOptions {
             tools: bounded_tools(),
             tool_choice: Some(ToolChoice::Auto),
@@ -295,11 +294,7 @@ fn raw_output_round_trips_into_the_next_prompt() {
             .text;
         model.clear_cache().expect("clears");
         let r = client
-            .get_response(
-                ChatRequest::new(&msgs, &options)
-                    .with_function_invocation_kwargs(&kw)
-                    .with_client_kwargs(&kw),
-            )
+            .get_response(request(&msgs, &options, &kw))
             .await
             .expect("responds");
         msgs.extend(r.messages);
@@ -313,10 +308,7 @@ fn raw_output_round_trips_into_the_next_prompt() {
 
 #[test]
 fn streaming_folds_into_the_same_response() {
-    let _serial = serial();
-    block_on(async {
-        let Some(model) = fixture(2048) else { return };
-        let client = LocalClient::new(model.clone());
+    with_client(2048, |model, client| async move {
         let kw = Kwargs::default();
         for choice in [ToolChoice::Required, ToolChoice::None] {
             let options = ChatOptions {
@@ -328,19 +320,11 @@ fn streaming_folds_into_the_same_response() {
             let msgs = [Message::user("Go fast at level 2, then tell me about it.")];
             model.clear_cache().expect("clears");
             let whole = client
-                .get_response(
-                    ChatRequest::new(&msgs, &options)
-                        .with_function_invocation_kwargs(&kw)
-                        .with_client_kwargs(&kw),
-                )
+                .get_response(request(&msgs, &options, &kw))
                 .await
                 .expect("responds");
             model.clear_cache().expect("clears");
-            let mut stream = client.get_streaming_response(
-                ChatRequest::new(&msgs, &options)
-                    .with_function_invocation_kwargs(&kw)
-                    .with_client_kwargs(&kw),
-            );
+            let mut stream = client.get_streaming_response(request(&msgs, &options, &kw));
             let mut asm = ResponseAssembler::new();
             let mut n = 0;
             while let Some(u) = stream.next().await {
@@ -367,18 +351,15 @@ fn streaming_folds_into_the_same_response() {
 
 #[test]
 fn overflow_is_a_context_overflow_error() {
-    let _serial = serial();
-    block_on(async {
-        let Some(model) = fixture(64) else { return };
-        let client = LocalClient::new(model);
+    with_client(64, |_model, client| async move {
         let kw = Kwargs::default();
         let long = "word ".repeat(200);
         let err = client
-            .get_response(
-                ChatRequest::new(&[Message::user(long)], &ChatOptions::default())
-                    .with_function_invocation_kwargs(&kw)
-                    .with_client_kwargs(&kw),
-            )
+            .get_response(request(
+                &[Message::user(long)],
+                &ChatOptions::default(),
+                &kw,
+            ))
             .await
             .expect_err("too long");
         assert_eq!(err.kind(), ChatErrorKind::ContextOverflow, "{err}");
