@@ -7,15 +7,16 @@ use std::sync::{Arc, Mutex};
 
 use cairn_core::testing::{RecordedRequest, ScriptedClient};
 use cairn_core::{
-    AgentSession, ChatClient, ChatContext, ChatError, ChatErrorKind, ChatOptions, ChatRequest,
-    ChatResponse, Content, FnTool, FunctionCall, FunctionResult, Kwargs, LoopConfig, Message, Role,
-    ToolOutput, UpdateEvent,
+    Agent, AgentResponse, AgentSession, ChatClient, ChatContext, ChatError, ChatErrorKind,
+    ChatOptions, ChatRequest, ChatResponse, Content, FnTool, FunctionCall, FunctionResult, Kwargs,
+    LoopConfig, Message, Role, ToolOutput, UpdateEvent,
 };
 use cairn_deep::backend::SharedBackend;
 use cairn_deep::compression::{
-    CompressionState, Compressor, Keep, Offloading, STATE_KEY, Summarization, offload_message,
+    CompactOutcome, CompressionState, Compressor, Keep, Offloading, STATE_KEY, Summarization,
+    offload_message,
 };
-use cairn_deep::{DeepAgent, HarnessProfile, StateBackend};
+use cairn_deep::{DeepAgent, DeepAgentBuilder, HarnessProfile, StateBackend};
 use cairn_tokens::TokenCounter;
 use futures::{FutureExt, StreamExt};
 use serde_json::json;
@@ -55,13 +56,11 @@ fn summarizer_client() -> ScriptedClient {
     })
 }
 
-fn compressor(
-    window: Option<usize>,
-    backend: SharedBackend,
-    summarizer: &ScriptedClient,
-    offloading: Offloading,
-) -> Compressor {
-    Compressor::new(
+/// A compressor over a fresh [`StateBackend`] counting [`Words`], and its summarizer.
+fn compressor(window: Option<usize>, offloading: Offloading) -> (Compressor, ScriptedClient) {
+    let backend: SharedBackend = Arc::new(StateBackend::new());
+    let summarizer = summarizer_client();
+    let c = Compressor::new(
         offloading,
         Summarization::new(),
         backend,
@@ -69,13 +68,25 @@ fn compressor(
         None,
     )
     .with_window(window)
-    .with_counter(Some(Arc::new(Words)))
+    .with_counter(Some(Arc::new(Words)));
+    (c, summarizer)
 }
 
 fn chat_ctx(messages: Vec<Message>, session: &AgentSession) -> ChatContext {
     let mut ctx = ChatContext::new(Arc::new(messages), ChatOptions::default());
     ctx.session = Some(session.clone());
     ctx
+}
+
+/// Compacts `msgs` in `session` with `c` (not forced): the effective context and the outcome.
+async fn compact(
+    c: &Compressor,
+    msgs: &[Message],
+    session: &AgentSession,
+) -> (ChatContext, CompactOutcome) {
+    let mut ctx = chat_ctx(msgs.to_vec(), session);
+    let out = c.compact(&mut ctx, false).await.unwrap();
+    (ctx, out)
 }
 
 fn history(session: &AgentSession) -> String {
@@ -89,9 +100,7 @@ fn history(session: &AgentSession) -> String {
 
 #[tokio::test]
 async fn summarization_fires_at_85_percent_and_keeps_10_percent() {
-    let backend: SharedBackend = Arc::new(StateBackend::new());
-    let summarizer = summarizer_client();
-    let c = compressor(Some(1_000), backend, &summarizer, Offloading::new());
+    let (c, summarizer) = compressor(Some(1_000), Offloading::new());
     let session = AgentSession::new();
     // 8 × 100 tokens + reply priming 3 = 803; the last message brings it to 849 or 850.
     let mut msgs: Vec<Message> = (0..8).map(|i| user_of(100, &format!("m{i}"))).collect();
@@ -108,8 +117,7 @@ async fn summarization_fires_at_85_percent_and_keeps_10_percent() {
     assert!(summarizer.requests().is_empty());
 
     msgs[8] = user_of(47, "last");
-    let mut ctx = chat_ctx(msgs.clone(), &session);
-    let out = c.compact(&mut ctx, false).await.unwrap();
+    let (ctx, out) = compact(&c, &msgs, &session).await;
     assert_eq!(out.tokens_before, 850);
     assert!(out.summarized);
     // Keep 10% = 100 tokens: the last message (47) fits, the one before (100) would not.
@@ -165,8 +173,7 @@ async fn summarization_fires_at_85_percent_and_keeps_10_percent() {
 
     // The stored conversation is untouched; the next call reuses the summary.
     msgs.push(Message::assistant("ok"));
-    let mut ctx = chat_ctx(msgs.clone(), &session);
-    let out = c.compact(&mut ctx, false).await.unwrap();
+    let (ctx, out) = compact(&c, &msgs, &session).await;
     assert!(!out.summarized && out.used_summary);
     assert_eq!(ctx.messages.len(), 3);
     assert!(ctx.messages[0].text().contains("SUMMARY-1"));
@@ -175,22 +182,18 @@ async fn summarization_fires_at_85_percent_and_keeps_10_percent() {
 
 #[tokio::test]
 async fn without_a_window_trigger_at_170k_and_keep_6_messages() {
-    let backend: SharedBackend = Arc::new(StateBackend::new());
-    let summarizer = summarizer_client();
     // "scripted" is not a known model: no window.
-    let c = compressor(None, backend, &summarizer, Offloading::new());
+    let (c, _summarizer) = compressor(None, Offloading::new());
     let session = AgentSession::new();
     // 169 × 1,000 + 993 + 3 = 169,996 … then 170,000.
     let mut msgs: Vec<Message> = (0..169).map(|i| user_of(1_000, &format!("m{i}"))).collect();
     msgs.push(user_of(996, "last"));
-    let mut ctx = chat_ctx(msgs.clone(), &session);
-    let out = c.compact(&mut ctx, false).await.unwrap();
+    let (_, out) = compact(&c, &msgs, &session).await;
     assert_eq!(out.tokens_before, 169_999);
     assert!(!out.summarized);
 
     msgs[169] = user_of(997, "last");
-    let mut ctx = chat_ctx(msgs.clone(), &session);
-    let out = c.compact(&mut ctx, false).await.unwrap();
+    let (ctx, out) = compact(&c, &msgs, &session).await;
     assert_eq!(out.tokens_before, 170_000);
     assert!(out.summarized);
     assert_eq!(ctx.messages.len(), 1 + 6);
@@ -218,9 +221,7 @@ fn words(n: usize, tag: &str) -> String {
 
 #[tokio::test]
 async fn a_call_and_its_results_are_never_split() {
-    let backend: SharedBackend = Arc::new(StateBackend::new());
-    let summarizer = summarizer_client();
-    let c = compressor(Some(1_000), backend, &summarizer, Offloading::new());
+    let (c, _summarizer) = compressor(Some(1_000), Offloading::new());
     let session = AgentSession::new();
     let mut msgs: Vec<Message> = (0..8).map(|i| user_of(100, &format!("m{i}"))).collect();
     // A turn with two parallel calls; the keep budget (100) would cut between the results.
@@ -233,8 +234,7 @@ async fn a_call_and_its_results_are_never_split() {
     ));
     msgs.push(result("a", words(40, "ra")));
     msgs.push(result("b", words(40, "rb")));
-    let mut ctx = chat_ctx(msgs.clone(), &session);
-    let out = c.compact(&mut ctx, false).await.unwrap();
+    let (ctx, out) = compact(&c, &msgs, &session).await;
     assert!(out.summarized);
     let kept = &ctx.messages[1..];
     // The whole group is kept (over budget rather than split) …
@@ -254,14 +254,7 @@ async fn a_call_and_its_results_are_never_split() {
 
 #[tokio::test]
 async fn file_arguments_are_truncated_only_past_the_trigger() {
-    let backend: SharedBackend = Arc::new(StateBackend::new());
-    let summarizer = summarizer_client();
-    let c = compressor(
-        Some(1_000),
-        backend,
-        &summarizer,
-        Offloading::new().tool_input_tokens(100),
-    );
+    let (c, summarizer) = compressor(Some(1_000), Offloading::new().tool_input_tokens(100));
     let session = AgentSession::new();
     let content = words(300, "c");
     let write = Message::new(
@@ -280,8 +273,7 @@ async fn file_arguments_are_truncated_only_past_the_trigger() {
     // ≈ 100 + 300 + 12 + … = under 850: untouched.
     let mut msgs = base.clone();
     msgs.push(user_of(300, "a"));
-    let mut ctx = chat_ctx(msgs.clone(), &session);
-    let out = c.compact(&mut ctx, false).await.unwrap();
+    let (ctx, out) = compact(&c, &msgs, &session).await;
     assert!(out.tokens_before < 850);
     assert_eq!(out.truncated_calls, 0);
     assert_eq!(ctx.messages.as_slice(), msgs.as_slice());
@@ -289,8 +281,7 @@ async fn file_arguments_are_truncated_only_past_the_trigger() {
     // Past 85%: the old write's content becomes a pointer, which frees enough; no summary.
     msgs.push(user_of(130, "b"));
     msgs.push(Message::assistant("noted"));
-    let mut ctx = chat_ctx(msgs.clone(), &session);
-    let out = c.compact(&mut ctx, false).await.unwrap();
+    let (ctx, out) = compact(&c, &msgs, &session).await;
     assert!(out.tokens_before >= 850, "{out:?}");
     assert_eq!(out.truncated_calls, 1);
     assert!(!out.summarized);
@@ -334,6 +325,20 @@ fn one_call(tool: &'static str, args: serde_json::Value) -> ScriptedClient {
     })
 }
 
+/// A deep agent on `client` counting [`Words`].
+fn words_agent(client: ScriptedClient) -> DeepAgentBuilder {
+    DeepAgent::builder()
+        .client(client)
+        .token_counter(Arc::new(Words))
+}
+
+/// Runs `agent` on `input` in a new session: the session and the response.
+async fn run_in_session(agent: &Agent, input: &str) -> (AgentSession, AgentResponse) {
+    let session = AgentSession::new();
+    let response = agent.run(input).session(&session).await.unwrap();
+    (session, response)
+}
+
 fn tool_result_text(session: &AgentSession) -> FunctionResult {
     session
         .messages()
@@ -351,16 +356,13 @@ async fn large_results_are_offloaded_with_a_ten_line_preview() {
         .collect();
     for (threshold, offloaded) in [(150, false), (149, true)] {
         let backend = Arc::new(StateBackend::new());
-        let agent = DeepAgent::builder()
-            .client(one_call("fetch", json!({})))
+        let agent = words_agent(one_call("fetch", json!({})))
             .backend(backend.clone())
-            .token_counter(Arc::new(Words))
             .tool(big_tool("fetch", ToolOutput::text(text.clone())))
             .offloading(Offloading::new().tool_result_tokens(threshold))
             .build()
             .unwrap();
-        let session = AgentSession::new();
-        agent.run("go").session(&session).await.unwrap();
+        let (session, _) = run_in_session(&agent, "go").await;
         let r = tool_result_text(&session);
         if !offloaded {
             assert_eq!(r.text(), text);
@@ -394,10 +396,8 @@ async fn profile_threshold_images_file_tools_and_failed_writes() {
 
     // The profile's max_tool_result_tokens overrides the configured threshold; images stay.
     let backend = Arc::new(StateBackend::new());
-    let agent = DeepAgent::builder()
-        .client(one_call("fetch", json!({})))
+    let agent = words_agent(one_call("fetch", json!({})))
         .backend(backend.clone())
-        .token_counter(Arc::new(Words))
         .profile(HarnessProfile {
             max_tool_result_tokens: Some(100),
             ..Default::default()
@@ -411,16 +411,13 @@ async fn profile_threshold_images_file_tools_and_failed_writes() {
         ))
         .build()
         .unwrap();
-    let session = AgentSession::new();
-    agent.run("go").session(&session).await.unwrap();
+    let (session, _) = run_in_session(&agent, "go").await;
     let r = tool_result_text(&session);
     assert!(r.text().contains("saved to /large_tool_results/call_0"));
     assert_eq!(r.output[1], image, "the image part is kept");
 
     // An image-only result is never offloaded.
-    let agent = DeepAgent::builder()
-        .client(one_call("shot", json!({})))
-        .token_counter(Arc::new(Words))
+    let agent = words_agent(one_call("shot", json!({})))
         .offloading(Offloading::new().tool_result_tokens(0))
         .tool(big_tool(
             "shot",
@@ -431,16 +428,13 @@ async fn profile_threshold_images_file_tools_and_failed_writes() {
         ))
         .build()
         .unwrap();
-    let session = AgentSession::new();
-    agent.run("go").session(&session).await.unwrap();
+    let (session, _) = run_in_session(&agent, "go").await;
     assert_eq!(tool_result_text(&session).output, vec![image.clone()]);
 
     // read_file pages instead of being offloaded.
     let session = AgentSession::new();
     StateBackend::insert_file(session.state(), "/big.txt", &big).unwrap();
-    let agent = DeepAgent::builder()
-        .client(one_call("read_file", json!({"path": "/big.txt"})))
-        .token_counter(Arc::new(Words))
+    let agent = words_agent(one_call("read_file", json!({"path": "/big.txt"})))
         .offloading(Offloading::new().tool_result_tokens(10))
         .build()
         .unwrap();
@@ -449,9 +443,7 @@ async fn profile_threshold_images_file_tools_and_failed_writes() {
     assert!(page.trim_start().starts_with("1\tx0 x1"), "{page}");
 
     // A write that fails keeps the original result.
-    let agent = DeepAgent::builder()
-        .client(one_call("fetch", json!({})))
-        .token_counter(Arc::new(Words))
+    let agent = words_agent(one_call("fetch", json!({})))
         .offloading(
             Offloading::new()
                 .tool_result_tokens(10)
@@ -460,8 +452,7 @@ async fn profile_threshold_images_file_tools_and_failed_writes() {
         .tool(big_tool("fetch", ToolOutput::text(big.clone())))
         .build()
         .unwrap();
-    let session = AgentSession::new();
-    agent.run("go").session(&session).await.unwrap();
+    let (session, _) = run_in_session(&agent, "go").await;
     assert_eq!(tool_result_text(&session).text(), big);
 }
 
@@ -529,6 +520,11 @@ fn work_tool(result_words: usize) -> FnTool {
     )
 }
 
+/// A deep agent on `client` counting [`Words`], with a `work` tool of 100-word results.
+fn work_agent(client: &ScriptedClient) -> DeepAgentBuilder {
+    words_agent(client.clone()).tool(work_tool(100))
+}
+
 fn request_tokens(req: &RecordedRequest) -> usize {
     let tools = serde_json::to_string(&req.options.tools).unwrap();
     let instructions = req.options.instructions.clone().unwrap_or_default();
@@ -543,14 +539,8 @@ async fn context_overflow_summarizes_and_retries_once() {
     // The window is unknown (170k trigger, never reached); the provider overflows past 600
     // words of messages.
     let client = worker(6, Some(600));
-    let agent = DeepAgent::builder()
-        .client(client.clone())
-        .token_counter(Arc::new(Words))
-        .tool(work_tool(100))
-        .build()
-        .unwrap();
-    let session = AgentSession::new();
-    let response = agent.run("do the work").session(&session).await.unwrap();
+    let agent = work_agent(&client).build().unwrap();
+    let (session, response) = run_in_session(&agent, "do the work").await;
     assert_eq!(response.text(), "all done");
     let reqs = client.requests();
     let first_overflow = reqs
@@ -571,13 +561,7 @@ async fn context_overflow_summarizes_and_retries_once() {
 async fn a_run_without_a_session_recovers_too() {
     let client = worker(6, Some(600));
     let backend = Arc::new(StateBackend::new());
-    let agent = DeepAgent::builder()
-        .client(client.clone())
-        .backend(backend)
-        .token_counter(Arc::new(Words))
-        .tool(work_tool(100))
-        .build()
-        .unwrap();
+    let agent = work_agent(&client).backend(backend).build().unwrap();
     let response = agent.run("do the work").await.unwrap();
     assert_eq!(response.text(), "all done");
     let retry = client
@@ -616,14 +600,8 @@ async fn a_summarizer_that_overflows_gets_half_the_input() {
         .now_or_never()
         .unwrap()
     });
-    let agent = DeepAgent::builder()
-        .client(client.clone())
-        .token_counter(Arc::new(Words))
-        .tool(work_tool(100))
-        .build()
-        .unwrap();
-    let session = AgentSession::new();
-    let response = agent.run("do the work").session(&session).await.unwrap();
+    let agent = work_agent(&client).build().unwrap();
+    let (_, response) = run_in_session(&agent, "do the work").await;
     assert_eq!(response.text(), "all done");
     let sizes = summarized.lock().unwrap().clone();
     assert!(sizes.len() >= 2, "{sizes:?}");
@@ -640,12 +618,7 @@ async fn a_summarizer_that_overflows_gets_half_the_input() {
 #[tokio::test]
 async fn summarization_updates_are_tagged_in_the_stream() {
     let client = worker(6, Some(600));
-    let agent = DeepAgent::builder()
-        .client(client.clone())
-        .token_counter(Arc::new(Words))
-        .tool(work_tool(100))
-        .build()
-        .unwrap();
+    let agent = work_agent(&client).build().unwrap();
     let session = AgentSession::new();
     let mut stream = agent.run("do the work").session(&session).stream();
     let mut summary_text = String::new();
@@ -669,9 +642,7 @@ async fn a_long_run_stays_under_the_window_and_the_history_keeps_everything() {
     const STEPS: usize = 300;
     let window = 6_000;
     let client = worker(STEPS, None);
-    let agent = DeepAgent::builder()
-        .client(client.clone())
-        .token_counter(Arc::new(Words))
+    let agent = words_agent(client.clone())
         .profile(HarnessProfile {
             max_input_tokens: Some(window),
             ..Default::default()
@@ -683,8 +654,7 @@ async fn a_long_run_stays_under_the_window_and_the_history_keeps_everything() {
         .tool(work_tool(120))
         .build()
         .unwrap();
-    let session = AgentSession::new();
-    let response = agent.run("do the work").session(&session).await.unwrap();
+    let (session, response) = run_in_session(&agent, "do the work").await;
     assert_eq!(response.text(), "all done");
     let reqs = client.requests();
     let main: Vec<&RecordedRequest> = reqs.iter().filter(|r| !is_summarizer(r)).collect();
@@ -729,9 +699,7 @@ async fn a_long_run_stays_under_the_window_and_the_history_keeps_everything() {
 #[tokio::test]
 async fn keep_by_messages_and_custom_prompt_through_the_builder() {
     let client = worker(10, None);
-    let agent = DeepAgent::builder()
-        .client(client.clone())
-        .token_counter(Arc::new(Words))
+    let agent = words_agent(client.clone())
         .summarization(
             Summarization::new()
                 .trigger(cairn_deep::Trigger::Messages(12))
@@ -741,8 +709,7 @@ async fn keep_by_messages_and_custom_prompt_through_the_builder() {
         .tool(work_tool(5))
         .build()
         .unwrap();
-    let session = AgentSession::new();
-    agent.run("do the work").session(&session).await.unwrap();
+    run_in_session(&agent, "do the work").await;
     let reqs = client.requests();
     let s = reqs.iter().find(|r| is_summarizer(r)).unwrap();
     let text = s.messages[0].text();
@@ -758,9 +725,7 @@ async fn keep_by_messages_and_custom_prompt_through_the_builder() {
 async fn a_separate_summarization_model() {
     let main = worker(10, None);
     let cheap = summarizer_client();
-    let agent = DeepAgent::builder()
-        .client(main.clone())
-        .token_counter(Arc::new(Words))
+    let agent = words_agent(main.clone())
         .summarization(
             Summarization::new()
                 .model(Arc::new(cheap.clone()) as Arc<dyn ChatClient>)
@@ -770,8 +735,7 @@ async fn a_separate_summarization_model() {
         .tool(work_tool(5))
         .build()
         .unwrap();
-    let session = AgentSession::new();
-    agent.run("do the work").session(&session).await.unwrap();
+    run_in_session(&agent, "do the work").await;
     assert!(!main.requests().iter().any(is_summarizer));
     assert!(!cheap.requests().is_empty());
     assert!(cheap.requests().iter().all(is_summarizer));

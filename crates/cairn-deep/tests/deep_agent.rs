@@ -7,8 +7,8 @@ use std::time::Duration;
 
 use cairn_core::testing::{RecordedRequest, ScriptedClient};
 use cairn_core::{
-    AgentSession, ChatContext, ChatNext, ChatResponse, FnTool, InMemoryStore, Message, Role,
-    SharedStore, ToolError, ToolOutput,
+    AgentSession, ChatContext, ChatNext, ChatResponse, FnTool, FunctionResult, InMemoryStore,
+    Message, Role, SharedStore, ToolError, ToolOutput,
 };
 use cairn_deep::approval::{Decision, InterruptOn};
 use cairn_deep::runtime::{PromptRequest, dynamic_system_prompt};
@@ -21,6 +21,19 @@ use serde_json::json;
 
 fn tool_names(req: &RecordedRequest) -> Vec<String> {
     req.options.tools.iter().map(|t| t.name.clone()).collect()
+}
+
+/// A list of tool names, written space-separated.
+fn names(list: &str) -> Vec<String> {
+    list.split_whitespace().map(str::to_owned).collect()
+}
+
+/// The tool results in `messages`, in order.
+fn results(messages: &[Message]) -> Vec<&FunctionResult> {
+    messages
+        .iter()
+        .flat_map(Message::function_results)
+        .collect()
 }
 
 fn instructions(req: &RecordedRequest) -> String {
@@ -43,16 +56,7 @@ async fn default_prompt_and_tools_snapshot() {
     let req = &client.requests()[0];
     assert_eq!(
         tool_names(req),
-        [
-            "write_todos",
-            "ls",
-            "read_file",
-            "write_file",
-            "edit_file",
-            "glob",
-            "grep",
-            "task"
-        ]
+        names("write_todos ls read_file write_file edit_file glob grep task")
     );
     insta::assert_snapshot!("default_system_prompt", instructions(req));
     let task = req.options.tools.iter().find(|t| t.name == "task").unwrap();
@@ -267,21 +271,15 @@ async fn subagents_run_in_parallel_isolated_and_share_files() {
     let r = agent.run("research").session(&thread).await.unwrap();
     assert_eq!(r.last_text().as_deref(), Some("all done"));
 
-    let results: Vec<String> = r
-        .messages
-        .iter()
-        .flat_map(Message::function_results)
-        .map(|x| x.text())
-        .collect();
-    assert_eq!(results, ["report on alpha", "report on beta"]);
+    let reports: Vec<String> = results(&r.messages).iter().map(|x| x.text()).collect();
+    assert_eq!(reports, ["report on alpha", "report on beta"]);
     // Both subagents met at the barrier: they ran at the same time.
     let sub_reqs: Vec<_> = client.requests().into_iter().filter(is_subagent).collect();
-    assert!(sub_reqs.iter().any(|q| {
-        q.messages
+    assert!(
+        sub_reqs
             .iter()
-            .flat_map(Message::function_results)
-            .any(|x| x.text() == "met")
-    }));
+            .any(|q| results(&q.messages).iter().any(|x| x.text() == "met"))
+    );
     // Fresh context: a subagent's first request holds only its task.
     let first = sub_reqs.iter().find(|q| q.tool_results() == 0).unwrap();
     assert_eq!(first.messages.len(), 1);
@@ -502,14 +500,7 @@ async fn profiles_replace_prompts_override_descriptions_and_exclude_tools() {
     );
     assert_eq!(
         tool_names(req),
-        [
-            "write_todos",
-            "ls",
-            "read_file",
-            "write_file",
-            "edit_file",
-            "grep"
-        ]
+        names("write_todos ls read_file write_file edit_file grep")
     );
     assert_eq!(req.options.tools[1].description, "List a folder.");
 }
@@ -549,11 +540,7 @@ async fn approvals_approve_edit_and_reject() {
     let files = StateBackend::files(thread.state());
     assert_eq!(files["/a.md"].content, "edited text");
     assert!(!files.contains_key("/b.md"));
-    let results: Vec<_> = r
-        .messages
-        .iter()
-        .flat_map(Message::function_results)
-        .collect();
+    let results = results(&r.messages);
     assert!(
         results[0]
             .text()
@@ -590,13 +577,7 @@ async fn delegation_depth_is_configurable() {
             .build()
             .unwrap();
         let r = agent.run("go").await.unwrap();
-        let report = r
-            .messages
-            .iter()
-            .flat_map(Message::function_results)
-            .next()
-            .unwrap()
-            .text();
+        let report = first_result(&r.messages).text();
         assert_eq!(
             report.split(',').any(|t| t == "task"),
             expect_task,
@@ -643,12 +624,6 @@ async fn long_term_memory_routes_to_a_store_across_threads() {
         .session(&AgentSession::new())
         .await
         .unwrap();
-    let read = r
-        .messages
-        .iter()
-        .flat_map(Message::function_results)
-        .next()
-        .unwrap()
-        .text();
+    let read = first_result(&r.messages).text();
     assert!(read.contains("short answers"), "{read}");
 }

@@ -14,11 +14,11 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use cairn_core::{
-    BoxFuture, ChatClient, ChatError, ChatOptions, ChatRequest, ChatResponse, LoopConfig, Message,
-    Role,
+    AgentResponse, BoxFuture, ChatClient, ChatError, ChatOptions, ChatRequest, ChatResponse,
+    LoopConfig, Message, Role,
 };
 use cairn_deep::backend::{Executor, LocalShellBackend, SUPERVISE_ARG, Supervisor, supervise_main};
-use cairn_deep::{BackendError, DeepAgent};
+use cairn_deep::{BackendError, DeepAgent, DeepAgentBuilder};
 use cairn_test_support::process::{holders, marker, wait_gone_async};
 use serde_json::json;
 
@@ -278,6 +278,42 @@ async fn exit_codes_pass_through_the_supervisor() {
 
 // ---- item 7: subagent fan-out ----
 
+/// Counts the subagent model calls in flight and the most there were at once.
+#[derive(Default)]
+struct InFlight {
+    now: AtomicUsize,
+    most: AtomicUsize,
+}
+
+impl InFlight {
+    /// Stays inside the model for `pause`, counted as one call in flight.
+    async fn hold(&self, pause: Duration) {
+        let now = self.now.fetch_add(1, Ordering::SeqCst) + 1;
+        self.most.fetch_max(now, Ordering::SeqCst);
+        tokio::time::sleep(pause).await;
+        self.now.fetch_sub(1, Ordering::SeqCst);
+    }
+
+    /// The most calls in flight at once.
+    fn most(&self) -> usize {
+        self.most.load(Ordering::SeqCst)
+    }
+}
+
+/// A deep agent on `model`, to be given its limits.
+fn agent_on<M: ChatClient + 'static>(model: &Arc<M>) -> DeepAgentBuilder {
+    DeepAgent::builder().model(Arc::clone(model) as Arc<dyn ChatClient>)
+}
+
+/// Builds `agent` and runs it on "go"; fails with `what` if the run takes over `secs` seconds.
+async fn run_within(agent: DeepAgentBuilder, secs: u64, what: &str) -> AgentResponse {
+    let agent = agent.build().unwrap();
+    tokio::time::timeout(Duration::from_secs(secs), agent.run("go"))
+        .await
+        .expect(what)
+        .unwrap()
+}
+
 /// A model for a parent and its subagents. The parent's first reply is `tasks` `task` calls;
 /// subagents answer with `sub(step)` (their step counted in tool results). Each call stays
 /// inside the model for a moment, and the client records the most subagent calls in flight
@@ -285,8 +321,7 @@ async fn exit_codes_pass_through_the_supervisor() {
 struct FanOut {
     tasks: usize,
     sub: fn(usize) -> ChatResponse,
-    in_flight: AtomicUsize,
-    most_in_flight: AtomicUsize,
+    in_flight: InFlight,
     sub_calls: AtomicUsize,
     top_calls: AtomicUsize,
     last_results: Mutex<Vec<String>>,
@@ -297,8 +332,7 @@ impl FanOut {
         Arc::new(FanOut {
             tasks,
             sub,
-            in_flight: AtomicUsize::new(0),
-            most_in_flight: AtomicUsize::new(0),
+            in_flight: InFlight::default(),
             sub_calls: AtomicUsize::new(0),
             top_calls: AtomicUsize::new(0),
             last_results: Mutex::new(Vec::new()),
@@ -321,6 +355,16 @@ fn tool_results(messages: &[Message]) -> Vec<String> {
         .collect()
 }
 
+/// One reply delegating a general-purpose `task` per description.
+fn delegate(descriptions: impl Iterator<Item = String>) -> ChatResponse {
+    ChatResponse::tool_calls(descriptions.map(|description| {
+        (
+            "task",
+            json!({"description": description, "subagent_type": "general-purpose"}),
+        )
+    }))
+}
+
 impl ChatClient for FanOut {
     fn get_response<'a>(
         &'a self,
@@ -334,24 +378,13 @@ impl ChatClient for FanOut {
             if !is_subagent(options) {
                 self.top_calls.fetch_add(1, Ordering::SeqCst);
                 if results.is_empty() {
-                    let calls: Vec<_> = (0..self.tasks)
-                        .map(|i| {
-                            (
-                                "task",
-                                json!({"description": format!("job {i}"), "subagent_type": "general-purpose"}),
-                            )
-                        })
-                        .collect();
-                    return Ok(ChatResponse::tool_calls(calls));
+                    return Ok(delegate((0..self.tasks).map(|i| format!("job {i}"))));
                 }
                 *self.last_results.lock().unwrap() = results;
                 return Ok(ChatResponse::text("all done"));
             }
             self.sub_calls.fetch_add(1, Ordering::SeqCst);
-            let now = self.in_flight.fetch_add(1, Ordering::SeqCst) + 1;
-            self.most_in_flight.fetch_max(now, Ordering::SeqCst);
-            tokio::time::sleep(Duration::from_millis(10)).await;
-            self.in_flight.fetch_sub(1, Ordering::SeqCst);
+            self.in_flight.hold(Duration::from_millis(10)).await;
             Ok((self.sub)(results.len()))
         })
     }
@@ -372,18 +405,12 @@ fn forever(_: usize) -> ChatResponse {
 /// model calls in all; the rest are refused with an error saying the budget is spent.
 async fn fan_out_is_bounded_in_concurrency_and_model_calls() {
     let model = FanOut::new(50, report);
-    let agent = DeepAgent::builder()
-        .model(Arc::clone(&model) as Arc<dyn ChatClient>)
+    let agent = agent_on(&model)
         .max_concurrent_subagents(3)
-        .max_subagent_model_calls(20)
-        .build()
-        .unwrap();
-    let r = tokio::time::timeout(Duration::from_secs(60), agent.run("go"))
-        .await
-        .expect("the run finishes")
-        .unwrap();
+        .max_subagent_model_calls(20);
+    let r = run_within(agent, 60, "the run finishes").await;
     assert_eq!(r.last_text().as_deref(), Some("all done"));
-    let most = model.most_in_flight.load(Ordering::SeqCst);
+    let most = model.in_flight.most();
     assert!(most <= 3, "{most} subagents at once");
     assert!(most >= 2, "subagents still run in parallel ({most})");
     assert_eq!(model.sub_calls.load(Ordering::SeqCst), 20);
@@ -406,8 +433,7 @@ async fn fan_out_is_bounded_in_concurrency_and_model_calls() {
 /// out, and says so.
 async fn a_long_subagent_stops_when_the_budget_is_spent() {
     let model = FanOut::new(1, forever);
-    let agent = DeepAgent::builder()
-        .model(Arc::clone(&model) as Arc<dyn ChatClient>)
+    let agent = agent_on(&model)
         .max_subagent_model_calls(7)
         .build()
         .unwrap();
@@ -426,8 +452,7 @@ async fn a_long_subagent_stops_when_the_budget_is_spent() {
 /// gets a fresh one.
 async fn default_budget_follows_max_iterations() {
     let model = FanOut::new(30, forever);
-    let agent = DeepAgent::builder()
-        .model(Arc::clone(&model) as Arc<dyn ChatClient>)
+    let agent = agent_on(&model)
         .loop_config(LoopConfig {
             max_iterations: 2,
             ..LoopConfig::default()
@@ -436,7 +461,7 @@ async fn default_budget_follows_max_iterations() {
         .unwrap();
     agent.run("go").await.unwrap();
     assert_eq!(model.sub_calls.load(Ordering::SeqCst), 20);
-    assert!(model.most_in_flight.load(Ordering::SeqCst) <= 4);
+    assert!(model.in_flight.most() <= 4);
     agent.run("again").await.unwrap();
     assert_eq!(model.sub_calls.load(Ordering::SeqCst), 40);
 }
@@ -445,8 +470,7 @@ async fn default_budget_follows_max_iterations() {
 /// own subagents lends its permit, so one permit is enough and nothing deadlocks.
 async fn nested_subagents_share_the_limits_without_deadlock() {
     struct Nested {
-        in_flight: AtomicUsize,
-        most: AtomicUsize,
+        in_flight: InFlight,
         calls: AtomicUsize,
     }
     impl ChatClient for Nested {
@@ -464,14 +488,7 @@ async fn nested_subagents_share_the_limits_without_deadlock() {
                     .map(Message::text)
                     .unwrap_or_default();
                 let done = !tool_results(messages).is_empty();
-                let fan = |prefix: &str| {
-                    ChatResponse::tool_calls((0..3).map(|i| {
-                        (
-                            "task",
-                            json!({"description": format!("{prefix}{i}"), "subagent_type": "general-purpose"}),
-                        )
-                    }))
-                };
+                let fan = |prefix: &str| delegate((0..3).map(|i| format!("{prefix}{i}")));
                 if !is_subagent(options) {
                     return Ok(if done {
                         ChatResponse::text("top done")
@@ -480,10 +497,7 @@ async fn nested_subagents_share_the_limits_without_deadlock() {
                     });
                 }
                 self.calls.fetch_add(1, Ordering::SeqCst);
-                let now = self.in_flight.fetch_add(1, Ordering::SeqCst) + 1;
-                self.most.fetch_max(now, Ordering::SeqCst);
-                tokio::time::sleep(Duration::from_millis(5)).await;
-                self.in_flight.fetch_sub(1, Ordering::SeqCst);
+                self.in_flight.hold(Duration::from_millis(5)).await;
                 Ok(if task.starts_with("mid") && !done {
                     fan("leaf")
                 } else {
@@ -493,22 +507,15 @@ async fn nested_subagents_share_the_limits_without_deadlock() {
         }
     }
     let model = Arc::new(Nested {
-        in_flight: AtomicUsize::new(0),
-        most: AtomicUsize::new(0),
+        in_flight: InFlight::default(),
         calls: AtomicUsize::new(0),
     });
-    let agent = DeepAgent::builder()
-        .model(Arc::clone(&model) as Arc<dyn ChatClient>)
+    let agent = agent_on(&model)
         .max_subagent_depth(2)
-        .max_concurrent_subagents(1)
-        .build()
-        .unwrap();
-    let r = tokio::time::timeout(Duration::from_secs(30), agent.run("go"))
-        .await
-        .expect("no deadlock")
-        .unwrap();
+        .max_concurrent_subagents(1);
+    let r = run_within(agent, 30, "no deadlock").await;
     assert_eq!(r.last_text().as_deref(), Some("top done"));
     // 3 mid subagents × 2 calls, 9 leaves × 1 call.
     assert_eq!(model.calls.load(Ordering::SeqCst), 15);
-    assert_eq!(model.most.load(Ordering::SeqCst), 1);
+    assert_eq!(model.in_flight.most(), 1);
 }
