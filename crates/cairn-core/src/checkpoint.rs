@@ -85,6 +85,8 @@ pub enum StepKind {
     Tools,
     /// The run ended (its status says how).
     End,
+    /// Decisions on guarded calls of the last model response (in `extra.decisions`).
+    Decisions,
 }
 
 /// The run loop's counters, committed with every step so a resumed run keeps its limits.
@@ -414,6 +416,11 @@ pub struct Transcript {
     pub extra: Option<Value>,
     /// `seq` of the last model response (whose calls `pending` lists).
     pub last_model_step: u64,
+    /// Decisions committed for calls of the last model response (and of its sub-runs), by
+    /// interrupt id.
+    pub decisions: crate::interrupt::Decisions,
+    /// The interrupts the run paused on, when its status is `interrupted`.
+    pub interrupts: Vec<crate::interrupt::Interrupt>,
     /// Number of steps folded.
     pub steps: usize,
 }
@@ -439,7 +446,24 @@ impl Transcript {
         if delta.kind == StepKind::Model {
             self.completed_batch = None;
             self.last_model_step = seq;
+            self.decisions.clear();
         }
+        if delta.kind == StepKind::Decisions
+            && let Some(d) = delta.extra.as_ref().and_then(|e| e.get("decisions"))
+            && let Ok(d) = serde_json::from_value::<crate::interrupt::Decisions>(d.clone())
+        {
+            self.decisions.extend(d);
+        }
+        self.interrupts = if delta.status == RunStatus::Interrupted {
+            delta
+                .extra
+                .as_ref()
+                .and_then(|e| e.get("interrupts"))
+                .and_then(|i| serde_json::from_value(i.clone()).ok())
+                .unwrap_or_default()
+        } else {
+            Vec::new()
+        };
         if !delta.messages.is_empty() {
             self.messages.extend(delta.messages.iter().cloned());
             if delta.kind == StepKind::Input {

@@ -207,6 +207,10 @@ pub enum ToolError {
     /// The tool ran and failed.
     #[error("{0}")]
     Failed(String),
+    /// A run inside the tool (a subagent) paused on guarded calls: the whole run pauses with
+    /// them (see [`crate::interrupt`]).
+    #[error("paused for approval of {} call(s)", .0.len())]
+    Interrupted(Vec<crate::interrupt::Interrupt>),
 }
 
 impl ToolError {
@@ -245,6 +249,9 @@ pub enum Error {
     /// An internal task ended abnormally.
     #[error("internal error: {0}")]
     Internal(String),
+    /// A tool's sub-run paused on guarded calls (carried up to the loop, which pauses the run).
+    #[error("paused for approval of {} call(s)", .0.len())]
+    Interrupted(Vec<crate::interrupt::Interrupt>),
     /// The thread could not be read or a step could not be committed (the run stops; the
     /// last committed step stays intact).
     #[error(transparent)]

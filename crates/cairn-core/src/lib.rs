@@ -50,6 +50,7 @@ pub mod client;
 pub mod context;
 pub mod error;
 pub mod extensions;
+pub mod interrupt;
 pub mod kwargs;
 pub mod message;
 pub mod middleware;
@@ -62,7 +63,7 @@ pub mod tool;
 
 pub use agent::{
     Agent, AgentBuilder, AgentResponse, AgentTool, AgentToolBuilder, ChatClientExt, LoopConfig,
-    RunInput, RunOptions, RunRequest,
+    RunInput, RunOptions, RunRequest, SubRun,
 };
 pub use checkpoint::{
     CheckpointError, Checkpointer, InMemoryCheckpointer, LoopCounters, RunStatus,
@@ -76,6 +77,9 @@ pub use client::{
 pub use context::{AgentContext, ChatContext, FunctionInvocationContext};
 pub use error::{ChatError, ChatErrorKind, Error, MiddlewareKind, Result, ToolError};
 pub use extensions::Extensions;
+pub use interrupt::{
+    ApprovalHandler, ApprovalRequest, Decision, DecisionKind, Decisions, Interrupt, InterruptOn,
+};
 pub use kwargs::Kwargs;
 pub use message::{Content, FinishReason, FunctionCall, FunctionResult, Message, Role, Usage};
 pub use middleware::{

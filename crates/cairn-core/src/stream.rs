@@ -83,6 +83,8 @@ pub enum AgentEventKind {
     Message(Message),
     /// The run ended; its final response (the same the non-streaming run returns).
     RunCompleted(Box<AgentResponse>),
+    /// The run paused: these guarded calls wait for decisions (see [`crate::interrupt`]).
+    Interrupted(Vec<crate::interrupt::Interrupt>),
     /// A piece of a model call's stream, as the client produced it.
     #[serde(untagged)]
     Model(ChatResponseUpdate),

@@ -23,7 +23,7 @@ use cairn_core::{
     IntoMiddleware, IntoTool, LoopConfig, Middleware, Next, SharedStore, SharedTool,
 };
 
-use crate::approval::{ApprovalHandler, ApprovalMiddleware, InterruptOn};
+use crate::approval::{ApprovalHandler, InterruptOn};
 use crate::backend::{BackendRuntime, SharedBackend, StateBackend};
 use crate::compression::{Compressor, Offloading, Summarization};
 use crate::memory::{MEMORY_STATE_KEY, MemoryFile, load_memory, render_memory};
@@ -443,12 +443,14 @@ impl DeepAgentBuilder {
         }
         if !self.interrupt_on.is_empty() {
             b = b.middleware(HitlPrompt);
-            if let Some(handler) = &self.approval {
-                b = b.middleware(ApprovalMiddleware::new(
-                    self.interrupt_on.clone(),
-                    Arc::clone(handler),
-                ));
-            }
+        }
+        // The loop itself holds guarded calls (see `cairn_core::interrupt`): asked of the
+        // handler when there is one, else the run pauses.
+        for (tool, config) in &self.interrupt_on {
+            b = b.interrupt_on(tool.clone(), config.clone());
+        }
+        if let Some(handler) = &self.approval {
+            b = b.approval_handler(Arc::clone(handler));
         }
         if let Some(chat) = compress_chat {
             // Last, so it counts and compacts the request exactly as it is sent.

@@ -47,8 +47,7 @@ use std::sync::{Arc, Mutex};
 
 use cairn_core::{
     Agent, AgentContext, AgentSession, BoxFuture, ChatContext, FunctionInvocationContext,
-    Middleware, Next, RunStatus, SharedTool, ThreadCursor, Tool, ToolError, ToolOutput, ToolSpec,
-    Transcript,
+    Middleware, Next, SharedTool, SubRun, Tool, ToolError, ToolOutput, ToolSpec,
 };
 use schemars::JsonSchema;
 use serde::Deserialize;
@@ -485,49 +484,39 @@ impl TaskTool {
         });
         let mut copied = child.state().snapshot();
         // On a durable thread the subagent's run is recorded under the parent's thread, in a
-        // namespace named after this call, so re-running the call after a cut-off continues
-        // the subagent (or returns its answer, if it had finished) instead of starting over.
-        let cursor = ctx
-            .extensions
-            .get::<ThreadCursor>()
-            .map(|c| c.child(&ctx.call_id));
-        let prior = match &cursor {
-            Some(c) => c
-                .checkpointer
-                .steps(&c.thread_id, &c.namespace, None)
-                .await
-                .map_err(|e| ToolError::failed(format!("the subagent's thread: {e}")))?,
-            None => Vec::new(),
-        };
-        let mut req = match cursor {
-            Some(c) if !prior.is_empty() => {
-                let done = Transcript::from_steps(&prior);
-                copied = Transcript::from_steps(&prior[..1]).state;
-                if done.status == RunStatus::Completed {
-                    slot.release();
-                    drop(extensions);
-                    if let Some(s) = suspension {
-                        s.resume().await;
-                    }
-                    if let Some(parent) = &ctx.session {
-                        parent
-                            .state()
-                            .with(|m| merge_changes(m, &copied, &done.state));
-                    }
-                    let answer = done
-                        .messages
-                        .iter()
-                        .rev()
-                        .find(|m| m.role == cairn_core::Role::Assistant && !m.text().is_empty())
-                        .map(|m| m.text());
-                    return Ok(ToolOutput::text(answer.unwrap_or_else(|| {
-                        "(The subagent finished without a report.)".to_owned()
-                    })));
+        // namespace named after this call, so re-running the call after a cut-off or a pause
+        // continues the subagent (or returns its answer, if it had finished).
+        let sub = agent
+            .sub_run(ctx, args.description)
+            .await
+            .map_err(|e| ToolError::failed(format!("the subagent's thread: {e}")))?;
+        let mut req = match sub {
+            SubRun::Finished { first, done } => {
+                slot.release();
+                drop(extensions);
+                if let Some(s) = suspension {
+                    s.resume().await;
                 }
-                agent.resume(c)
+                if let Some(parent) = &ctx.session {
+                    parent
+                        .state()
+                        .with(|m| merge_changes(m, &first.state, &done.state));
+                }
+                let answer = done
+                    .messages
+                    .iter()
+                    .rev()
+                    .find(|m| m.role == cairn_core::Role::Assistant && !m.text().is_empty())
+                    .map(|m| m.text());
+                return Ok(ToolOutput::text(answer.unwrap_or_else(|| {
+                    "(The subagent finished without a report.)".to_owned()
+                })));
             }
-            Some(c) => agent.run(args.description).thread(c),
-            None => agent.run(args.description),
+            SubRun::Resume { first, request } => {
+                copied = first.state;
+                request
+            }
+            SubRun::Run(request) => request,
         }
         .session(&child)
         .function_invocation_kwargs(ctx.kwargs.clone())
@@ -558,6 +547,11 @@ impl TaskTool {
             }
             Err(e) => return Err(ToolError::failed(format!("the subagent failed: {e}"))),
         };
+        if !response.interrupts.is_empty() {
+            // A guarded call inside pauses the whole run; the decision comes back through
+            // this call when the run is resumed.
+            return Err(ToolError::Interrupted(response.interrupts));
+        }
         Ok(ToolOutput::text(response.last_text().unwrap_or_else(
             || "(The subagent finished without a report.)".to_owned(),
         )))

@@ -4,21 +4,33 @@
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU32, Ordering};
 
-use cairn_core::testing::ScriptedClient;
-use cairn_core::{Agent, ChatResponse, FunctionInvocationContext, Kwargs, ToolSet};
+use cairn_core::testing::{RecordedRequest, ScriptedClient};
+use cairn_core::{Agent, ChatResponse, FunctionInvocationContext, FunctionResult, Kwargs, ToolSet};
 use cairn_macros::{tool, tools};
 use serde_json::json;
 
-/// Queue an email.
-#[tool(approval_mode = "never_require")]
-fn send_email(
-    /// Recipient email address.
-    address: String,
-    ctx: &FunctionInvocationContext,
-) -> String {
-    let user_id = ctx.kwargs["user_id"].as_str().unwrap_or("?").to_owned();
-    let tenant = ctx.kwargs.get_str("tenant").unwrap_or("default");
-    format!("Queued email for {address} from {user_id} ({tenant})")
+mod common;
+use common::send_email;
+
+/// An agent with `send_email` on a model that calls it with `arguments`, then answers `answer`;
+/// the model, to read its requests.
+fn email_agent(arguments: serde_json::Value, answer: &str) -> (ScriptedClient, Agent) {
+    let client = ScriptedClient::from_responses([
+        ChatResponse::tool_calls([("send_email", arguments)]),
+        ChatResponse::text(answer),
+    ]);
+    let agent = Agent::builder(client.clone()).tool(send_email).build();
+    (client, agent)
+}
+
+/// The first tool result the model saw in `request`.
+fn first_result(request: &RecordedRequest) -> &FunctionResult {
+    request
+        .messages
+        .iter()
+        .flat_map(|m| m.function_results())
+        .next()
+        .unwrap()
 }
 
 /// Remember a topic.
@@ -35,11 +47,7 @@ async fn remember_topic(topic: String, ctx: &FunctionInvocationContext) -> Strin
 
 #[tokio::test]
 async fn the_agent_loop_calls_a_macro_tool_with_kwargs() {
-    let client = ScriptedClient::from_responses([
-        ChatResponse::tool_calls([("send_email", json!({"address": "finance@example.com"}))]),
-        ChatResponse::text("Sent."),
-    ]);
-    let agent = Agent::builder(client.clone()).tool(send_email).build();
+    let (client, agent) = email_agent(json!({"address": "finance@example.com"}), "Sent.");
     let response = agent
         .run("Email the launch update to finance@example.com")
         .function_invocation_kwargs(Kwargs::from([
@@ -58,12 +66,7 @@ async fn the_agent_loop_calls_a_macro_tool_with_kwargs() {
     assert_eq!(spec.parameters["required"], json!(["address"]));
     assert!(!spec.parameters.to_string().contains("ctx"));
     // The tool's result (built from the kwargs) went back to the model.
-    let result = requests[1]
-        .messages
-        .iter()
-        .flat_map(|m| m.function_results())
-        .next()
-        .unwrap();
+    let result = first_result(&requests[1]);
     assert!(!result.is_error);
     assert_eq!(
         result.text(),
@@ -80,20 +83,11 @@ async fn the_agent_loop_calls_a_macro_tool_with_kwargs() {
 
 #[tokio::test]
 async fn bad_arguments_become_an_error_result_and_the_run_goes_on() {
-    let client = ScriptedClient::from_responses([
-        ChatResponse::tool_calls([("send_email", json!({"to": "x"}))]),
-        ChatResponse::text("Sorry."),
-    ]);
-    let agent = Agent::builder(client.clone()).tool(send_email).build();
+    let (client, agent) = email_agent(json!({"to": "x"}), "Sorry.");
     let response = agent.run("Email x").await.unwrap();
     assert_eq!(response.text(), "Sorry.");
     let requests = client.requests();
-    let result = requests[1]
-        .messages
-        .iter()
-        .flat_map(|m| m.function_results())
-        .next()
-        .unwrap();
+    let result = first_result(&requests[1]);
     assert!(result.is_error);
     assert!(result.text().contains("address"), "{}", result.text());
 }

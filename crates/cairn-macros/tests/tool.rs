@@ -12,6 +12,9 @@ use schemars::JsonSchema;
 use serde::Deserialize;
 use serde_json::{Value, json};
 
+mod common;
+use common::send_email;
+
 /// Invokes `tool` the way the agent loop does: a context carrying the arguments and kwargs.
 async fn invoke(
     tool: impl Tool,
@@ -51,19 +54,7 @@ fn property_names(spec_params: &Value) -> Vec<String> {
 
 // ---- the seed's tools -------------------------------------------------------------------
 
-/// Queue an email to a recipient.
-///
-/// The sender comes from the runtime context.
-#[tool(approval_mode = "never_require")]
-fn send_email(
-    /// Recipient email address.
-    address: String,
-    ctx: &FunctionInvocationContext,
-) -> String {
-    let user_id = ctx.kwargs["user_id"].as_str().unwrap_or("?").to_owned();
-    let tenant = ctx.kwargs.get_str("tenant").unwrap_or("default");
-    format!("Queued email for {address} from {user_id} ({tenant})")
-}
+// `send_email` (the seed's email tool) is in `common`, shared with `agent.rs`.
 
 #[test]
 fn seed_send_email_schema_hides_the_context() {

@@ -123,9 +123,18 @@ impl crate::tool::Tool for AgentTool {
             } else {
                 AgentSession::new()
             };
-            let mut req = self
+            let sub = self
                 .agent
-                .run(task)
+                .sub_run(ctx, task)
+                .await
+                .map_err(|e| ToolError::failed(format!("the agent's thread: {e}")))?;
+            let req = match sub {
+                super::SubRun::Finished { done, .. } => {
+                    return Ok(ToolOutput::text(last_answer(&done.messages)));
+                }
+                super::SubRun::Resume { request, .. } | super::SubRun::Run(request) => request,
+            };
+            let mut req = req
                 .session(&session)
                 .function_invocation_kwargs(ctx.kwargs.clone())
                 .extensions(&ctx.extensions);
@@ -135,6 +144,9 @@ impl crate::tool::Tool for AgentTool {
                 );
             }
             let response = req.await.map_err(|e| ToolError::failed(e.to_string()))?;
+            if !response.interrupts.is_empty() {
+                return Err(ToolError::Interrupted(response.interrupts));
+            }
             Ok(ToolOutput::text(response.text()))
         })
     }
@@ -169,4 +181,14 @@ impl From<Error> for ToolError {
     fn from(e: Error) -> Self {
         ToolError::failed(e)
     }
+}
+
+/// The text of the last assistant message with text (a finished sub-run's answer).
+pub(crate) fn last_answer(messages: &[Message]) -> String {
+    messages
+        .iter()
+        .rev()
+        .find(|m| m.role == Role::Assistant && !m.text().is_empty())
+        .map(Message::text)
+        .unwrap_or_default()
 }

@@ -21,6 +21,10 @@ pub(crate) struct DurableStart {
     pub(crate) cursor: ThreadCursor,
     pub(crate) transcript: Transcript,
     pub(crate) resume: bool,
+    /// Decisions for a paused run's interrupts.
+    pub(crate) decisions: crate::interrupt::Decisions,
+    /// Whether `decisions` were given to this run (unknown ids are errors) or inherited.
+    pub(crate) strict: bool,
 }
 
 struct Committed {

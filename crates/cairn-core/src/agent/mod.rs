@@ -18,10 +18,13 @@ use serde::{Deserialize, Serialize};
 use serde_json::Value;
 use tracing::Instrument;
 
+use std::collections::BTreeMap;
+
 use crate::client::{ChatClient, ChatOptions, ChatResponse, ToolChoice};
 use crate::context::{AgentContext, ChatContext, FunctionInvocationContext};
 use crate::error::{Error, MiddlewareKind, ToolError};
 use crate::extensions::Extensions;
+use crate::interrupt::{ApprovalHandler, InterruptOn};
 use crate::kwargs::Kwargs;
 use crate::message::{Content, FinishReason, FunctionCall, FunctionResult, Message, Role, Usage};
 use crate::middleware::{
@@ -85,6 +88,10 @@ pub struct AgentResponse {
     /// Whether middleware ended the run early.
     #[serde(default)]
     pub terminated: bool,
+    /// When the run paused for approvals: the guarded calls waiting for a decision (resume
+    /// with [`Agent::resume`] and [`RunRequest::decisions`]). Empty for a finished run.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub interrupts: Vec<crate::interrupt::Interrupt>,
 }
 
 impl AgentResponse {
@@ -121,6 +128,8 @@ struct AgentInner {
     middleware: MiddlewareSet,
     default_options: ChatOptions,
     config: LoopConfig,
+    guards: BTreeMap<String, InterruptOn>,
+    approver: Option<Arc<dyn ApprovalHandler>>,
 }
 
 /// An LLM agent: a chat client, instructions, tools and middleware. Cheap to clone.
@@ -162,9 +171,25 @@ pub struct AgentBuilder {
     middleware: MiddlewareSet,
     default_options: ChatOptions,
     config: LoopConfig,
+    guards: BTreeMap<String, InterruptOn>,
+    approver: Option<Arc<dyn ApprovalHandler>>,
 }
 
 impl AgentBuilder {
+    /// Guards calls of `tool`: none runs without a person's decision (see
+    /// [`crate::interrupt`]). Tools whose spec says `ApprovalMode::AlwaysRequire` are guarded
+    /// without this.
+    pub fn interrupt_on(mut self, tool: impl Into<String>, config: InterruptOn) -> Self {
+        self.guards.insert(tool.into(), config);
+        self
+    }
+
+    /// Who decides on guarded calls in process. Without one, a guarded call pauses the run.
+    pub fn approval_handler(mut self, handler: Arc<dyn ApprovalHandler>) -> Self {
+        self.approver = Some(handler);
+        self
+    }
+
     /// The agent's name (also the default name when it is used as a tool).
     pub fn name(mut self, name: impl Into<String>) -> Self {
         self.name = Some(name.into());
@@ -235,6 +260,8 @@ impl AgentBuilder {
                 middleware: self.middleware,
                 default_options: self.default_options,
                 config: self.config,
+                guards: self.guards,
+                approver: self.approver,
             }),
         }
     }
@@ -309,6 +336,8 @@ pub struct RunOptions {
     pub thread: Option<crate::checkpoint::ThreadCursor>,
     /// Continue the thread's unfinished run instead of starting one (see [`Agent::resume`]).
     pub resume: bool,
+    /// Decisions for the interrupts of a paused run, by interrupt id.
+    pub decisions: Option<crate::interrupt::Decisions>,
 }
 
 impl std::fmt::Debug for RunOptions {
@@ -326,6 +355,37 @@ impl std::fmt::Debug for RunOptions {
             .field("thread", &self.thread)
             .field("resume", &self.resume)
             .finish_non_exhaustive()
+    }
+}
+
+/// What [`Agent::sub_run`] found for a tool call's sub-run.
+#[derive(Debug)]
+pub enum SubRun {
+    /// Start it (a new run; on a thread, recorded in the call's namespace).
+    Run(RunRequest),
+    /// It was cut off or paused: continue it.
+    Resume {
+        /// The sub-run's first step folded (its starting state).
+        first: crate::checkpoint::Transcript,
+        /// The resume request.
+        request: RunRequest,
+    },
+    /// It had finished: its transcript; nothing runs.
+    Finished {
+        /// The sub-run's first step folded (its starting state).
+        first: crate::checkpoint::Transcript,
+        /// The whole sub-run.
+        done: crate::checkpoint::Transcript,
+    },
+}
+
+impl std::fmt::Debug for RunRequest {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("RunRequest")
+            .field("agent", &self.agent.name())
+            .field("input", &self.input.len())
+            .field("opts", &self.opts)
+            .finish()
     }
 }
 
@@ -395,6 +455,17 @@ impl RunRequest {
         self
     }
 
+    /// Decisions for a paused run's interrupts (by [`Interrupt::id`](crate::Interrupt)): every
+    /// interrupt needs one, and an id that names no interrupt is an error; nothing runs or is
+    /// committed before they are checked.
+    pub fn decisions(
+        mut self,
+        decisions: impl IntoIterator<Item = (String, crate::interrupt::Decision)>,
+    ) -> Self {
+        self.opts.decisions = Some(decisions.into_iter().collect());
+        self
+    }
+
     /// Replaces all options at once.
     pub fn with_options(mut self, opts: RunOptions) -> Self {
         self.opts = opts;
@@ -445,6 +516,8 @@ impl Agent {
             middleware: MiddlewareSet::default(),
             default_options: ChatOptions::default(),
             config: LoopConfig::default(),
+            guards: BTreeMap::new(),
+            approver: None,
         }
     }
 
@@ -496,6 +569,43 @@ impl Agent {
         req.opts.thread = Some(thread);
         req.opts.resume = true;
         req
+    }
+
+    /// Sets up the run a tool call starts (a subagent, an agent used as a tool). On a durable
+    /// thread (the call's context carries a [`ThreadCursor`](crate::ThreadCursor)) the run is
+    /// recorded in the namespace of that call ([`ThreadCursor::child`](crate::ThreadCursor::child)),
+    /// so when the call runs again after a cut-off or a pause, the sub-run continues from its
+    /// own steps ([`SubRun::Run`] with a resume) or, if it had finished, its transcript is
+    /// returned ([`SubRun::Finished`]) and nothing runs again. Without a thread it is a plain
+    /// run.
+    pub async fn sub_run(
+        &self,
+        ctx: &crate::context::FunctionInvocationContext,
+        input: impl Into<RunInput>,
+    ) -> Result<SubRun, crate::checkpoint::CheckpointError> {
+        let Some(cursor) = ctx
+            .extensions
+            .get::<crate::checkpoint::ThreadCursor>()
+            .map(|c| c.child(&ctx.call_id))
+        else {
+            return Ok(SubRun::Run(self.run(input)));
+        };
+        let prior = cursor
+            .checkpointer
+            .steps(&cursor.thread_id, &cursor.namespace, None)
+            .await?;
+        if prior.is_empty() {
+            return Ok(SubRun::Run(self.run(input).thread(cursor)));
+        }
+        let done = crate::checkpoint::Transcript::from_steps(&prior);
+        let first = crate::checkpoint::Transcript::from_steps(&prior[..1]);
+        if done.status == crate::checkpoint::RunStatus::Completed {
+            return Ok(SubRun::Finished { first, done });
+        }
+        Ok(SubRun::Resume {
+            first,
+            request: self.resume(cursor),
+        })
     }
 
     /// Sets up a streaming run; shorthand for `agent.run(input).with_options(opts).stream()`.

@@ -47,6 +47,7 @@ pub(super) async fn execute_run(
         updates,
         thread,
         resume,
+        decisions,
     } = opts;
     let mut session = session;
     let durable = match thread {
@@ -62,16 +63,30 @@ pub(super) async fn execute_run(
                 s.state().replace(transcript.state.clone());
             }
             extensions.insert(cursor.clone());
+            // Decisions given to this run are checked strictly; a sub-run (a subagent resumed
+            // by its `task` call) picks its own out of those its parent received.
+            let (decisions, strict) = match decisions {
+                Some(d) => (d, true),
+                None => (
+                    extensions
+                        .get::<InheritedDecisions>()
+                        .map(|d| d.0.clone())
+                        .unwrap_or_default(),
+                    false,
+                ),
+            };
             extensions.insert_arc(Arc::new(DurableStart {
                 cursor,
                 transcript,
                 resume,
+                decisions,
+                strict,
             }));
             true
         }
-        None if resume => {
+        None if resume || decisions.is_some() => {
             return Err(Error::InvalidInput(
-                "resume needs a thread (RunRequest::thread)".into(),
+                "resume and decisions need a thread (RunRequest::thread)".into(),
             ));
         }
         None => {
@@ -79,6 +94,7 @@ pub(super) async fn execute_run(
             // extensions) must not commit into the parent's namespace.
             extensions.remove::<DurableStart>();
             extensions.remove::<crate::checkpoint::ThreadCursor>();
+            extensions.remove::<InheritedDecisions>();
             false
         }
     };
@@ -127,6 +143,9 @@ pub(super) async fn execute_run(
         );
     }
     if let Some(sink) = &ctx.updates {
+        if !response.interrupts.is_empty() {
+            sink.emit(AgentEventKind::Interrupted(response.interrupts.clone()));
+        }
         sink.emit(AgentEventKind::RunCompleted(Box::new(response.clone())));
     }
     Ok(response)
@@ -139,7 +158,11 @@ fn check_start(
     input: &[Message],
     resume: bool,
 ) -> crate::Result<()> {
-    let unfinished = t.steps > 0 && matches!(t.status, RunStatus::Running | RunStatus::Failed);
+    let unfinished = t.steps > 0
+        && matches!(
+            t.status,
+            RunStatus::Running | RunStatus::Failed | RunStatus::Interrupted
+        );
     if resume {
         if !input.is_empty() {
             return Err(Error::InvalidInput(
@@ -252,6 +275,7 @@ pub(super) async fn run_loop(
     // Tool calls of the last model response still to answer, with results already committed.
     let mut pending: Option<(Arc<[FunctionCall]>, Vec<FunctionResult>)> = None;
     let mut produced_from = conversation.len();
+    let mut decisions = crate::interrupt::Decisions::new();
 
     let start = ctx.extensions.get_arc::<DurableStart>();
     let committer = start.as_ref().map(|d| {
@@ -267,6 +291,16 @@ pub(super) async fn run_loop(
             let t = &d.transcript;
             produced_from = t.produced_from;
             counters = t.counters.clone();
+            decisions = t.decisions.clone();
+            if t.status == RunStatus::Interrupted {
+                let given =
+                    accept_decisions(t, &d.decisions, d.strict, &router, &d.cursor.namespace)?;
+                let mut step = StepDelta::new(StepKind::Decisions);
+                step.counters = counters.clone();
+                step.extra = Some(serde_json::json!({ "decisions": given }));
+                commit(committer, || step).await?;
+                decisions.extend(given);
+            }
             if !t.pending.is_empty() {
                 pending = Some((
                     t.pending.iter().cloned().collect(),
@@ -299,6 +333,10 @@ pub(super) async fn run_loop(
     response.model_calls = counters.model_calls;
     response.usage = counters.usage;
 
+    if !decisions.is_empty() {
+        // Sub-runs of this step's calls find their decisions here.
+        env.extensions.insert(InheritedDecisions(decisions.clone()));
+    }
     let outcome = drive(
         &agent,
         &chat_chain,
@@ -310,6 +348,7 @@ pub(super) async fn run_loop(
         &mut conversation,
         &mut counters,
         &mut pending,
+        &mut decisions,
         &mut response,
     )
     .await;
@@ -349,6 +388,7 @@ async fn drive(
     conversation: &mut Arc<Vec<Message>>,
     counters: &mut LoopCounters,
     pending: &mut Option<(Arc<[FunctionCall]>, Vec<FunctionResult>)>,
+    decisions: &mut crate::interrupt::Decisions,
     response: &mut AgentResponse,
 ) -> crate::Result<()> {
     let inner = &agent.inner;
@@ -356,19 +396,71 @@ async fn drive(
     let specs = router.specs();
     loop {
         if let Some((calls, done)) = pending.take() {
-            let todo: Arc<[FunctionCall]> = calls
+            let todo: Vec<FunctionCall> = calls
                 .iter()
                 .filter(|c| !done.iter().any(|r| r.call_id == c.call_id))
                 .cloned()
                 .collect();
-            let outcomes =
-                run_batch(&todo, router, env, config.concurrent_tool_calls, committer).await;
-            let mut fresh = Vec::with_capacity(outcomes.len());
+            // Interrupt ids name the step that made the calls (without a thread: the model
+            // call's number), so they are unique in the run.
+            let step = match committer {
+                Some(_) => env
+                    .extensions
+                    .get::<crate::checkpoint::ThreadCursor>()
+                    .map_or(0, |c| c.step),
+                None => counters.model_calls as u64,
+            };
+            let namespace = committer.map_or(String::new(), |c| c.cursor().namespace.clone());
+            let reviewed = review(
+                todo,
+                router,
+                &inner.guards,
+                inner.approver.as_deref(),
+                decisions,
+                &namespace,
+                step,
+                committer,
+                counters,
+            )
+            .await?;
+            let (to_run, notes, mut fresh) = match reviewed {
+                Reviewed::Ready {
+                    run,
+                    notes,
+                    rejected,
+                } => (run, notes, rejected),
+                Reviewed::Waiting(interrupts) => {
+                    return pause(
+                        committer, counters, response, interrupts, pending, calls, done,
+                    )
+                    .await;
+                }
+            };
+            let to_run: Arc<[FunctionCall]> = to_run.into();
+            let outcomes = run_batch(
+                &to_run,
+                router,
+                env,
+                config.concurrent_tool_calls,
+                committer,
+                &notes,
+            )
+            .await;
             let mut terminate = false;
+            let mut waiting = Vec::new();
             for r in outcomes {
-                let (result, stop) = r?;
-                terminate |= stop;
-                fresh.push(result);
+                match r {
+                    Ok((result, stop)) => {
+                        terminate |= stop;
+                        fresh.push(result);
+                    }
+                    Err(Error::Interrupted(i)) => waiting.extend(i),
+                    Err(e) => return Err(e),
+                }
+            }
+            if !waiting.is_empty() {
+                let done: Vec<FunctionResult> = done.into_iter().chain(fresh).collect();
+                return pause(committer, counters, response, waiting, pending, calls, done).await;
             }
             let any_error = done.iter().chain(&fresh).any(|r| r.is_error);
             let mut by_id: std::collections::HashMap<String, FunctionResult> = done
@@ -495,5 +587,226 @@ async fn drive(
             return Ok(());
         }
         *pending = Some((calls, Vec::new()));
+        // Decisions belong to the calls of one response.
+        decisions.clear();
+        env.extensions.remove::<InheritedDecisions>();
     }
+}
+
+/// Decisions handed down to the sub-runs of a resumed step (a crate-private extension).
+#[derive(Clone)]
+pub(crate) struct InheritedDecisions(pub(crate) crate::interrupt::Decisions);
+
+/// Checks the decisions a paused run is resumed with: every interrupt has one of an allowed
+/// kind, an edit matches the tool's schema, and (for the run the caller resumed, `strict`)
+/// no decision names an unknown interrupt. Returns the ones for this run's interrupts.
+fn accept_decisions(
+    t: &Transcript,
+    given: &crate::interrupt::Decisions,
+    strict: bool,
+    router: &ToolRouter,
+    namespace: &str,
+) -> crate::Result<crate::interrupt::Decisions> {
+    use crate::interrupt::{Decision, check_arguments};
+    if strict
+        && let Some(unknown) = given
+            .keys()
+            .find(|id| !t.interrupts.iter().any(|i| &i.id == *id))
+    {
+        return Err(Error::InvalidInput(format!(
+            "no pending interrupt has the id {unknown:?}; pending: {}",
+            t.interrupts
+                .iter()
+                .map(|i| i.id.as_str())
+                .collect::<Vec<_>>()
+                .join(", ")
+        )));
+    }
+    let mut accepted = crate::interrupt::Decisions::new();
+    for i in &t.interrupts {
+        let Some(d) = given.get(&i.id).or_else(|| t.decisions.get(&i.id)) else {
+            return Err(Error::InvalidInput(format!(
+                "the paused run needs a decision for interrupt {:?} ({} {})",
+                i.id, i.tool, i.arguments
+            )));
+        };
+        if !i.allowed_decisions.contains(&d.kind()) {
+            return Err(Error::InvalidInput(format!(
+                "interrupt {:?} ({}) allows {:?}, not {:?}",
+                i.id,
+                i.tool,
+                i.allowed_decisions,
+                d.kind()
+            )));
+        }
+        // Edits of this run's own calls are checked here; a sub-run checks its own.
+        if let (Decision::Edit { arguments }, Some(tool)) = (d, router.get(&i.tool))
+            && i.namespace == namespace
+        {
+            check_arguments(&tool.spec().parameters.value(), arguments).map_err(|why| {
+                Error::InvalidInput(format!(
+                    "the edit of interrupt {:?} ({}): {why}",
+                    i.id, i.tool
+                ))
+            })?;
+        }
+        accepted.insert(i.id.clone(), d.clone());
+    }
+    // Decisions for interrupts of sub-runs ride along to them.
+    for (id, d) in given {
+        accepted.entry(id.clone()).or_insert_with(|| d.clone());
+    }
+    Ok(accepted)
+}
+
+/// The calls of a batch sorted by their decisions.
+enum Reviewed {
+    Ready {
+        run: Vec<FunctionCall>,
+        notes: std::collections::HashMap<String, String>,
+        rejected: Vec<FunctionResult>,
+    },
+    Waiting(Vec<crate::interrupt::Interrupt>),
+}
+
+/// Decides which calls of a batch may run: unguarded ones, and guarded ones with a decision
+/// (committed earlier, given on resume, or asked of the in-process handler and committed now).
+#[allow(clippy::too_many_arguments)]
+async fn review(
+    calls: Vec<FunctionCall>,
+    router: &ToolRouter,
+    guards: &std::collections::BTreeMap<String, crate::interrupt::InterruptOn>,
+    handler: Option<&dyn crate::interrupt::ApprovalHandler>,
+    decisions: &mut crate::interrupt::Decisions,
+    namespace: &str,
+    step: u64,
+    committer: Option<&Committer>,
+    counters: &LoopCounters,
+) -> crate::Result<Reviewed> {
+    use crate::interrupt::{Decision, Interrupt, InterruptOn, check_arguments};
+    let mut run = Vec::new();
+    let mut notes = std::collections::HashMap::new();
+    let mut rejected = Vec::new();
+    let mut waiting = Vec::new();
+    for mut c in calls {
+        let tool = router.get(&c.name);
+        let guard = guards.get(&c.name).cloned().or_else(|| {
+            tool.filter(|t| t.spec().approval_mode == crate::tool::ApprovalMode::AlwaysRequire)
+                .map(|_| InterruptOn::default())
+        });
+        let Some(guard) = guard else {
+            run.push(c);
+            continue;
+        };
+        let id = format!("{namespace}/{step}.{}", c.call_id);
+        let arguments = serde_json::from_str::<Value>(&c.arguments).unwrap_or(Value::Null);
+        let interrupt = Interrupt {
+            id: id.clone(),
+            namespace: namespace.to_owned(),
+            tool: c.name.clone(),
+            call_id: c.call_id.clone(),
+            arguments,
+            allowed_decisions: guard.allowed_decisions.clone(),
+            description: guard.description.clone(),
+        };
+        let decision = match (decisions.get(&id), handler) {
+            (Some(d), _) => d.clone(),
+            (None, Some(h)) => {
+                let d = h.review(&interrupt).await;
+                if !guard.allowed_decisions.contains(&d.kind()) {
+                    return Err(Error::InvalidInput(format!(
+                        "the reviewer decided {:?} for {}, which allows only {:?}",
+                        d.kind(),
+                        c.name,
+                        guard.allowed_decisions
+                    )));
+                }
+                // Committed before the call runs: a process killed now does not ask again
+                // for a call it already had an answer to.
+                let mut step = StepDelta::new(StepKind::Decisions);
+                step.counters = counters.clone();
+                step.extra = Some(serde_json::json!({ "decisions": { id.clone(): d.clone() } }));
+                commit(committer, || step).await?;
+                decisions.insert(id.clone(), d.clone());
+                d
+            }
+            (None, None) => {
+                waiting.push(interrupt);
+                continue;
+            }
+        };
+        match decision {
+            Decision::Approve => run.push(c),
+            Decision::Edit { arguments } => {
+                if let Some(t) = tool
+                    && let Err(why) = check_arguments(&t.spec().parameters.value(), &arguments)
+                {
+                    rejected.push(FunctionResult {
+                        call_id: c.call_id.clone(),
+                        output: vec![Content::text(format!(
+                            "Error: the user's edit of this {} call does not fit its schema ({why}), so it did not run.",
+                            c.name
+                        ))],
+                        is_error: true,
+                    });
+                    continue;
+                }
+                notes.insert(
+                    c.call_id.clone(),
+                    format!("(The user changed the arguments of this call to {arguments}.)\n"),
+                );
+                c.arguments = arguments.to_string();
+                run.push(c);
+            }
+            Decision::Reject { message } => {
+                let why = message
+                    .map(|m| m.trim().trim_end_matches('.').to_owned())
+                    .filter(|m| !m.is_empty())
+                    .map(|m| format!(" Their reason: {m}."))
+                    .unwrap_or_default();
+                rejected.push(FunctionResult {
+                    call_id: c.call_id.clone(),
+                    output: vec![Content::text(format!(
+                        "Error: the user rejected this {} call, so it did not run.{why} Do not retry it unchanged; adjust your approach or ask the user.",
+                        c.name
+                    ))],
+                    is_error: true,
+                });
+            }
+        }
+    }
+    if !waiting.is_empty() {
+        return Ok(Reviewed::Waiting(waiting));
+    }
+    for r in &rejected {
+        let mut step = StepDelta::new(StepKind::Tools);
+        step.results = vec![r.clone()];
+        commit(committer, || step).await?;
+    }
+    Ok(Reviewed::Ready {
+        run,
+        notes,
+        rejected,
+    })
+}
+
+/// Pauses the run on `interrupts`: commits the state and the interrupts, keeps the batch
+/// pending for the resume.
+async fn pause(
+    committer: Option<&Committer>,
+    counters: &LoopCounters,
+    response: &mut AgentResponse,
+    interrupts: Vec<crate::interrupt::Interrupt>,
+    pending: &mut Option<(Arc<[FunctionCall]>, Vec<FunctionResult>)>,
+    calls: Arc<[FunctionCall]>,
+    done: Vec<FunctionResult>,
+) -> crate::Result<()> {
+    let mut end = StepDelta::new(StepKind::End);
+    end.status = RunStatus::Interrupted;
+    end.counters = counters.clone();
+    end.extra = Some(serde_json::json!({ "interrupts": interrupts }));
+    commit(committer, || end).await?;
+    response.interrupts = interrupts;
+    *pending = Some((calls, done));
+    Ok(())
 }

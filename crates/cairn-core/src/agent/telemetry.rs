@@ -119,6 +119,7 @@ pub(crate) fn error_type(e: &Error) -> &'static str {
         Error::Serde(_) => "serialization_error",
         Error::Internal(_) => "internal_error",
         Error::Checkpoint(_) => "checkpoint_error",
+        Error::Interrupted(_) => "interrupted",
     }
 }
 

@@ -24,6 +24,9 @@ pub(super) fn function_endpoint() -> Endpoint<FunctionInvocationContext> {
             let name = ctx.tool_name().to_owned();
             ctx.result = Some(match outcome {
                 Ok(Ok(out)) => out,
+                Ok(Err(ToolError::Interrupted(interrupts))) => {
+                    return Err(Error::Interrupted(interrupts));
+                }
                 Ok(Err(ToolError::InvalidArguments(msg))) => ToolOutput::error(format!(
                     "Error: Argument parsing failed for {name}: {msg}. Call {name} again with arguments that match its schema."
                 )),
@@ -161,12 +164,17 @@ pub(super) async fn run_batch(
     env: &CallEnv,
     concurrent: bool,
     committer: Option<&Committer>,
+    notes: &std::collections::HashMap<String, String>,
 ) -> Vec<CallOutcome> {
     // Each result is committed as soon as it is known, so a resumed run never runs it again.
     let invoke = |c: &FunctionCall| {
         let c = c.clone();
         async move {
-            let outcome = invoke_call(c, router, env, calls).await;
+            let note = notes.get(&c.call_id).cloned();
+            let mut outcome = invoke_call(c, router, env, calls).await;
+            if let (Some(note), Ok((result, _))) = (note, &mut outcome) {
+                result.output.insert(0, Content::text(note));
+            }
             if let (Some(committer), Ok((result, _))) = (committer, &outcome) {
                 let mut step = StepDelta::new(StepKind::Tools);
                 step.results = vec![result.clone()];
