@@ -572,13 +572,9 @@ mod tests {
     use serde_json::json;
 
     fn req(tool: &str, arguments: Value) -> ApprovalRequest {
-        ApprovalRequest {
-            tool: tool.into(),
-            call_id: "c1".into(),
-            arguments,
-            description: None,
-            allowed_decisions: vec![DecisionKind::Approve, DecisionKind::Reject],
-        }
+        let mut r = ApprovalRequest::new(tool, "c1", arguments);
+        r.allowed_decisions = vec![DecisionKind::Approve, DecisionKind::Reject];
+        r
     }
 
     fn text(s: &Shown) -> String {

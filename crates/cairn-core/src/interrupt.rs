@@ -118,6 +118,23 @@ pub struct Interrupt {
     pub description: Option<String>,
 }
 
+impl Interrupt {
+    /// An interrupt of a top-level call `call_id` of `tool` (id `"/0.<call_id>"`, all three
+    /// decisions allowed); set the other fields as needed.
+    pub fn new(tool: impl Into<String>, call_id: impl Into<String>, arguments: Value) -> Self {
+        let call_id = call_id.into();
+        Interrupt {
+            id: format!("/0.{call_id}"),
+            namespace: String::new(),
+            tool: tool.into(),
+            call_id,
+            arguments,
+            allowed_decisions: InterruptOn::default().allowed_decisions,
+            description: None,
+        }
+    }
+}
+
 /// A call waiting for review, as an in-process [`ApprovalHandler`] sees it.
 pub type ApprovalRequest = Interrupt;
 

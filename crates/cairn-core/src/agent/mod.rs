@@ -366,16 +366,16 @@ pub enum SubRun {
     /// It was cut off or paused: continue it.
     Resume {
         /// The sub-run's first step folded (its starting state).
-        first: crate::checkpoint::Transcript,
+        first: Box<crate::checkpoint::Transcript>,
         /// The resume request.
         request: RunRequest,
     },
     /// It had finished: its transcript; nothing runs.
     Finished {
         /// The sub-run's first step folded (its starting state).
-        first: crate::checkpoint::Transcript,
+        first: Box<crate::checkpoint::Transcript>,
         /// The whole sub-run.
-        done: crate::checkpoint::Transcript,
+        done: Box<crate::checkpoint::Transcript>,
     },
 }
 
@@ -597,8 +597,8 @@ impl Agent {
         if prior.is_empty() {
             return Ok(SubRun::Run(self.run(input).thread(cursor)));
         }
-        let done = crate::checkpoint::Transcript::from_steps(&prior);
-        let first = crate::checkpoint::Transcript::from_steps(&prior[..1]);
+        let done = Box::new(crate::checkpoint::Transcript::from_steps(&prior));
+        let first = Box::new(crate::checkpoint::Transcript::from_steps(&prior[..1]));
         if done.status == crate::checkpoint::RunStatus::Completed {
             return Ok(SubRun::Finished { first, done });
         }

@@ -643,7 +643,7 @@ fn accept_decisions(
         if let (Decision::Edit { arguments }, Some(tool)) = (d, router.get(&i.tool))
             && i.namespace == namespace
         {
-            check_arguments(&tool.spec().parameters.value(), arguments).map_err(|why| {
+            check_arguments(tool.spec().parameters.value(), arguments).map_err(|why| {
                 Error::InvalidInput(format!(
                     "the edit of interrupt {:?} ({}): {why}",
                     i.id, i.tool
@@ -739,7 +739,7 @@ async fn review(
             Decision::Approve => run.push(c),
             Decision::Edit { arguments } => {
                 if let Some(t) = tool
-                    && let Err(why) = check_arguments(&t.spec().parameters.value(), &arguments)
+                    && let Err(why) = check_arguments(t.spec().parameters.value(), &arguments)
                 {
                     rejected.push(FunctionResult {
                         call_id: c.call_id.clone(),
