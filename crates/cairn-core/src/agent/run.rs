@@ -428,7 +428,14 @@ async fn drive(
                     run,
                     notes,
                     rejected,
-                } => (run, notes, rejected),
+                } => {
+                    if let Some(sink) = &env.updates {
+                        for r in &rejected {
+                            sink.emit(AgentEventKind::ToolResult(r.clone()));
+                        }
+                    }
+                    (run, notes, rejected)
+                }
                 Reviewed::Waiting(interrupts) => {
                     return pause(
                         committer, counters, response, interrupts, pending, calls, done,
