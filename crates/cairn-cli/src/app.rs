@@ -27,6 +27,10 @@ use crate::threads::Db;
 /// The exit status for a run stopped with Ctrl-C.
 pub const EXIT_INTERRUPTED: u8 = 130;
 
+/// The exit status of a run that paused: a write, edit or command waits for a decision
+/// (no terminal to ask on and no `--yes`); `cairn resume ID --approve|--reject|--edit` goes on.
+pub const EXIT_PAUSED: u8 = 4;
+
 /// The exit status when the agent asked to write, edit or run something and every such call
 /// was rejected (by the user, or because there was no terminal to ask on): the run finished,
 /// but did nothing it wanted to.
@@ -49,7 +53,10 @@ pub struct AgentSetup {
     pub profile: HarnessProfile,
     /// Counts tokens as the model does (else ~4 characters per token).
     pub counter: Option<TokenCounterFn>,
-    /// Who approves writes, edits and commands; `None` allows them all (`--yes`).
+    /// Whether writes, edits and commands need a decision (false with `--yes`).
+    pub guarded: bool,
+    /// Who decides on them in process (the terminal); without one a guarded call pauses the
+    /// run, to be resumed with `cairn resume --approve/--reject/--edit`.
     pub approver: Option<Arc<dyn ApprovalHandler>>,
     /// The durable store `/memories/` lives in (one per user, shared across projects); `None`
     /// leaves `/memories/` an ordinary directory of the root.
@@ -148,10 +155,12 @@ pub fn build_agent(client: Arc<dyn ChatClient>, setup: &AgentSetup) -> Result<Ag
             .unwrap_or_else(|| Arc::new(estimate_tokens));
         b = b.middleware(FileResultCap::new(max, counter));
     }
-    if let Some(handler) = &setup.approver {
+    if setup.guarded {
         for tool in GUARDED_TOOLS {
             b = b.interrupt_on(*tool, InterruptOn::default());
         }
+    }
+    if let Some(handler) = &setup.approver {
         b = b.approval_handler(Arc::clone(handler));
     }
     b.build().map_err(|e| anyhow!("{e}"))
@@ -189,6 +198,8 @@ pub enum TurnOutcome {
     Failed(anyhow::Error),
     /// Ctrl-C.
     Interrupted,
+    /// The run paused: these calls wait for decisions.
+    Paused(Vec<cairn_core::Interrupt>),
 }
 
 enum Output {
@@ -207,12 +218,14 @@ impl Output {
 }
 
 /// What a turn does on its thread.
-#[derive(Debug, Clone, Copy)]
+#[derive(Debug, Clone)]
 enum Job<'a> {
     /// Run new input.
     Input(&'a str),
     /// Finish the thread's cut-off run.
     Resume,
+    /// Continue the thread's paused run with these decisions.
+    Decide(cairn_core::Decisions),
 }
 
 /// Runs one turn on `thread`, showing its updates; Ctrl-C stops it (the steps committed so
@@ -231,6 +244,7 @@ async fn turn(
     let request = match job {
         Job::Input(input) => agent.run(input).thread(thread.clone()),
         Job::Resume => agent.resume(thread.clone()),
+        Job::Decide(d) => agent.resume(thread.clone()).decisions(d),
     };
     let mut stream = request.session(session).stream();
     let ctrl_c = tokio::signal::ctrl_c();
@@ -263,6 +277,12 @@ async fn turn(
         r = stream.final_response() => r,
     };
     match result {
+        Ok(response) if !response.interrupts.is_empty() => {
+            if let Output::Human(h) = &mut out {
+                h.end_line();
+            }
+            TurnOutcome::Paused(response.interrupts)
+        }
         Ok(response) => {
             if tally.response.is_none() {
                 tally.response = Some(response);
@@ -340,7 +360,9 @@ pub async fn run(cli: Cli, secrets: Secrets, scrub: ScrubReport) -> Result<u8> {
     // The thread to continue, if any: its working directory is the root unless --root says.
     let resumed = match &cli.command {
         Command::Resume { last: true, .. } => Some(db.last_in(&root).await?),
-        Command::Resume { last: false, args } => match args.first() {
+        Command::Resume {
+            last: false, args, ..
+        } => match args.first() {
             Some(id) => Some(db.find(id).await?),
             None => bail!("say which thread to resume: cairn resume ID, or cairn resume --last"),
         },
@@ -400,7 +422,9 @@ pub async fn run(cli: Cli, secrets: Secrets, scrub: ScrubReport) -> Result<u8> {
             ))
         );
     }
-    let terminal = (!g.yes).then(|| Arc::new(TerminalApprover::new(err_style)));
+    // With a terminal the user is asked at once; without one a guarded call pauses the run.
+    let terminal = (!g.yes && std::io::stdin().is_terminal())
+        .then(|| Arc::new(TerminalApprover::new(err_style)));
     let approver: Option<Arc<dyn ApprovalHandler>> = terminal
         .as_ref()
         .map(|t| Arc::clone(t) as Arc<dyn ApprovalHandler>);
@@ -409,6 +433,7 @@ pub async fn run(cli: Cli, secrets: Secrets, scrub: ScrubReport) -> Result<u8> {
         max_steps: g.max_steps,
         profile: model.profile.clone(),
         counter: model.counter.clone(),
+        guarded: !g.yes,
         approver,
         memories: Some(db.store.clone()),
     };
@@ -428,7 +453,13 @@ pub async fn run(cli: Cli, secrets: Secrets, scrub: ScrubReport) -> Result<u8> {
             thread_started(&info.id, g.json);
             one(Job::Input(&task), db.cursor(&info.id)).await
         }
-        Command::Resume { last, args } => {
+        Command::Resume {
+            last,
+            args,
+            approve,
+            reject,
+            edit,
+        } => {
             let Some(info) = resumed else {
                 bail!("no thread to resume");
             };
@@ -437,8 +468,13 @@ pub async fn run(cli: Cli, secrets: Secrets, scrub: ScrubReport) -> Result<u8> {
             thread_started(&info.id, g.json);
             let mut code = 0;
             let mut did = false;
+            let flags = Flags {
+                approve: approve.as_deref(),
+                reject: reject.as_deref(),
+                edit,
+            };
             if unfinished(&cursor).await? {
-                code = one(Job::Resume, cursor.clone()).await;
+                code = continue_run(&cursor, &flags, terminal.as_deref(), g.json, &one).await?;
                 did = true;
             }
             if code == 0 && !input.trim().is_empty() {
@@ -462,8 +498,15 @@ pub async fn run(cli: Cli, secrets: Secrets, scrub: ScrubReport) -> Result<u8> {
                     let cursor = db.cursor(&info.id);
                     thread_started(&info.id, g.json);
                     if unfinished(&cursor).await? {
-                        let code = one(Job::Resume, cursor.clone()).await;
-                        if code == EXIT_INTERRUPTED {
+                        let code = continue_run(
+                            &cursor,
+                            &Flags::default(),
+                            terminal.as_deref(),
+                            g.json,
+                            &one,
+                        )
+                        .await?;
+                        if code == EXIT_INTERRUPTED || code == EXIT_PAUSED {
                             return Ok(code);
                         }
                     }
@@ -537,15 +580,159 @@ async fn one_turn(
             interrupted_note(json);
             EXIT_INTERRUPTED
         }
+        TurnOutcome::Paused(interrupts) => {
+            paused_note(&cursor.thread_id, &interrupts, json);
+            return EXIT_PAUSED;
+        }
     };
     thread_note(&cursor.thread_id, code, json);
     code
 }
 
+/// Shows the calls a paused run waits on, and how to answer them.
+fn paused_note(thread: &str, interrupts: &[cairn_core::Interrupt], json: bool) {
+    let style = Style::for_stderr();
+    for i in interrupts {
+        if json {
+            JsonRenderer::print(&serde_json::json!({
+                "type": "interrupt",
+                "thread": thread,
+                "id": i.id,
+                "namespace": i.namespace,
+                "tool": i.tool,
+                "arguments": i.arguments,
+                "allowed_decisions": i.allowed_decisions,
+            }));
+        }
+        let who = if i.namespace.is_empty() {
+            String::new()
+        } else {
+            format!(" (asked by a subagent, {})", sanitize(&i.namespace))
+        };
+        eprintln!(
+            "{}",
+            style.warn(&format!(
+                "cairn: waiting for a decision on {} {}{} [{}]",
+                sanitize(&i.tool),
+                sanitize(&i.arguments.to_string()),
+                who,
+                sanitize(&i.id)
+            ))
+        );
+    }
+    eprintln!(
+        "{}",
+        style.dim(&format!(
+            "cairn: the run is paused (exit status {EXIT_PAUSED}); answer with: cairn resume {thread} --approve | --reject[=MESSAGE] | --edit 'ID={{…}}'"
+        ))
+    );
+}
+
+/// The decisions `cairn resume` flags give for a paused run's interrupts. Names are matched
+/// against interrupt ids and call ids.
+fn decisions_from_flags(
+    interrupts: &[cairn_core::Interrupt],
+    approve: Option<&[String]>,
+    reject: Option<&str>,
+    edits: &[String],
+) -> Result<cairn_core::Decisions> {
+    use cairn_core::Decision;
+    let find = |name: &str| {
+        interrupts
+            .iter()
+            .find(|i| i.id == name || i.call_id == name)
+            .map(|i| i.id.clone())
+            .ok_or_else(|| {
+                anyhow!(
+                    "no paused call is named {name:?}; waiting: {}",
+                    interrupts
+                        .iter()
+                        .map(|i| format!("{} ({})", i.id, i.tool))
+                        .collect::<Vec<_>>()
+                        .join(", ")
+                )
+            })
+    };
+    let mut out = cairn_core::Decisions::new();
+    for e in edits {
+        let (name, json) = e
+            .split_once('=')
+            .ok_or_else(|| anyhow!("--edit takes ID=JSON, got {e:?}"))?;
+        let arguments: serde_json::Value = serde_json::from_str(json)
+            .with_context(|| format!("--edit {name}: the arguments are not JSON"))?;
+        out.insert(find(name)?, Decision::Edit { arguments });
+    }
+    match approve {
+        Some([]) => {
+            for i in interrupts {
+                out.entry(i.id.clone()).or_insert(Decision::Approve);
+            }
+        }
+        Some(names) => {
+            for n in names {
+                out.insert(find(n)?, Decision::Approve);
+            }
+        }
+        None => {}
+    }
+    if let Some(message) = reject {
+        let message = Some(message.to_owned()).filter(|m| !m.trim().is_empty());
+        for i in interrupts {
+            out.entry(i.id.clone()).or_insert(Decision::Reject {
+                message: message.clone(),
+            });
+        }
+    }
+    Ok(out)
+}
+
+/// The decision flags of `cairn resume`.
+#[derive(Default)]
+struct Flags<'a> {
+    approve: Option<&'a [String]>,
+    reject: Option<&'a str>,
+    edit: &'a [String],
+}
+
+/// Continues a thread's unfinished run: a paused one with the decisions the flags give (or,
+/// without flags, asked at the terminal), a cut-off or failed one from its last step.
+async fn continue_run<'a, F, Fut>(
+    cursor: &ThreadCursor,
+    flags: &Flags<'_>,
+    terminal: Option<&TerminalApprover>,
+    json: bool,
+    one: &'a F,
+) -> Result<u8>
+where
+    F: Fn(Job<'a>, ThreadCursor) -> Fut,
+    Fut: std::future::Future<Output = u8>,
+{
+    let t = cursor.load().await?;
+    if t.status != RunStatus::Interrupted {
+        return Ok(one(Job::Resume, cursor.clone()).await);
+    }
+    let mut decisions =
+        decisions_from_flags(&t.interrupts, flags.approve, flags.reject, flags.edit)?;
+    if decisions.is_empty() {
+        let Some(terminal) = terminal else {
+            paused_note(&cursor.thread_id, &t.interrupts, json);
+            return Ok(EXIT_PAUSED);
+        };
+        for i in &t.interrupts {
+            decisions.insert(i.id.clone(), terminal.review(i).await);
+        }
+    }
+    Ok(one(Job::Decide(decisions), cursor.clone()).await)
+}
+
 /// Whether the thread's last run was cut off or failed (so `resume` has work to do).
 async fn unfinished(cursor: &ThreadCursor) -> Result<bool> {
     let t = cursor.load().await?;
-    Ok(t.steps > 0 && matches!(t.status, RunStatus::Running | RunStatus::Failed))
+    Ok(t.steps > 0
+        && matches!(
+            t.status,
+            RunStatus::Running | RunStatus::Failed | RunStatus::Interrupted
+        ))
 }
 
 /// Tells a `--json` reader the thread id before anything else happens.
@@ -641,6 +828,10 @@ async fn chat(
                 interrupted_note(json);
                 thread_note(&cursor.thread_id, EXIT_INTERRUPTED, json);
                 return Ok(EXIT_INTERRUPTED);
+            }
+            TurnOutcome::Paused(interrupts) => {
+                paused_note(&cursor.thread_id, &interrupts, json);
+                return Ok(EXIT_PAUSED);
             }
         }
     }

@@ -15,7 +15,7 @@ The agent plans with a todo list, reads, writes and edits files under the workin
 (--root, default: the current directory) and runs shell commands there. Before it writes a file, \
 edits a file or runs a command, cairn shows the whole call (control characters escaped) and asks \
 you to approve, edit or reject it (--yes skips the questions). Without a terminal to ask on, \
-every such call is rejected. Commands run as you, with your permissions: they are not confined \
+the run pauses before such a call (exit status 4) until `cairn resume` gives the decision. Commands run as you, with your permissions: they are not confined \
 to the directory.
 
 It runs on the embedded local model (no API key, no server: fetch the weights once with \
@@ -47,6 +47,8 @@ Model selection (--model, or CAIRN_MODEL):
 
 Exit status: 0 done, 1 the run failed, 2 bad usage, 3 the agent asked to write, edit or run \
 something and every such call was rejected (so nothing it wanted to change was changed), \
+4 paused: a write, edit or command waits for a decision (no terminal to ask on and no --yes; \
+answer with cairn resume ID --approve | --reject[=MESSAGE] | --edit 'ID=JSON'), \
 130 interrupted (Ctrl-C), 143 SIGTERM, 129 SIGHUP.";
 
 /// `cairn`: run a deep agent on the current directory.
@@ -188,6 +190,17 @@ pub enum Command {
         /// The thread id (a unique prefix is enough; not with --last), then the new input.
         #[arg(value_name = "ID | INPUT")]
         args: Vec<String>,
+        /// Approve the paused calls: all of them, or those named (interrupt id or call id).
+        #[arg(long, num_args = 0.., value_name = "INTERRUPT_ID")]
+        approve: Option<Vec<String>>,
+        /// Reject the paused calls not approved or edited, with an optional message for the
+        /// agent (`--reject="use the other file"`).
+        #[arg(long, num_args = 0..=1, require_equals = true, default_missing_value = "",
+              value_name = "MESSAGE")]
+        reject: Option<String>,
+        /// Run a paused call with other arguments: `--edit 'ID={"path": "/x.md", …}'`.
+        #[arg(long, value_name = "ID=JSON")]
+        edit: Vec<String>,
     },
     /// List the threads (`show ID` prints one, `rm ID` deletes one).
     Threads {

@@ -138,21 +138,22 @@ fn json_mode_prints_one_event_per_line_and_a_summary() {
 }
 
 #[test]
-fn without_a_terminal_and_without_yes_writes_are_rejected() {
+fn without_a_terminal_and_without_yes_a_write_pauses_the_run() {
     let server = FakeOpenAI::hello_loop();
     let dir = tempfile::tempdir().unwrap();
     cairn(&server, dir.path())
         .args(["run", "-m", "openai:fake", "create hello.py"])
         .write_stdin("a\n")
         .assert()
-        // Every guarded call was rejected: the run did nothing it wanted to (#16 item 17).
-        .code(3)
-        .stderr(predicate::str::contains("run with --yes"))
-        .stdout(predicate::str::contains("✗"));
+        // Nobody could be asked: the call waits, the run pauses (#10), nothing is written.
+        .code(4)
+        .stderr(predicate::str::contains(
+            "waiting for a decision on write_file",
+        ))
+        .stderr(predicate::str::contains("cairn resume"));
     assert!(!dir.path().join("hello.py").exists());
     let bodies = server.bodies();
-    let result = last_tool_result(&bodies[1]).unwrap();
-    assert!(result.contains("did not run"), "{result}");
+    assert_eq!(bodies.len(), 1, "the model was not asked again");
     // The approvals section is in the system prompt when calls are reviewed.
     assert!(
         bodies[0]["messages"][0]["content"]

@@ -27,6 +27,7 @@ async fn system_block(approvals: bool) -> (String, Vec<String>) {
         max_steps: 10,
         profile: local_profile(8192),
         counter: None,
+        guarded: approvals,
         approver: approvals.then(|| Arc::new(reject) as Arc<dyn ApprovalHandler>),
         memories: None,
     };
@@ -103,6 +104,7 @@ async fn replies_are_capped() {
         max_steps: 10,
         profile: local_profile(4096),
         counter: None,
+        guarded: false,
         approver: None,
         memories: None,
     };
@@ -139,6 +141,7 @@ async fn large_tool_results_are_offloaded() {
         max_steps: 10,
         profile: local_profile(4096),
         counter: None,
+        guarded: false,
         approver: None,
         memories: None,
     };

@@ -371,3 +371,98 @@ fn sigkill_at_twenty_points_then_resume_gives_the_uninterrupted_transcript() {
         "only {cut} of {points} kills landed inside the run"
     );
 }
+
+/// `cairn run` without a terminal pauses on `write_file`; returns the interrupt events.
+fn paused_run(server: &FakeOpenAI, dir: &Path, db: &Path) -> Vec<Value> {
+    let out = cairn(server, dir, db)
+        .args(["run", "--json", "-m", "openai:fake", "make hello.py"])
+        .output()
+        .unwrap();
+    assert_eq!(
+        out.status.code(),
+        Some(4),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(!dir.join("hello.py").exists());
+    let events: Vec<Value> = String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .filter_map(|l| serde_json::from_str(l).ok())
+        .filter(|e: &Value| e["type"] == "interrupt")
+        .collect();
+    assert_eq!(events.len(), 1);
+    assert_eq!(events[0]["tool"], "write_file");
+    assert_eq!(threads_json(server, dir, db)[0]["status"], "interrupted");
+    events
+}
+
+#[test]
+fn a_paused_run_is_approved_rejected_or_edited_by_a_later_process() {
+    let server = FakeOpenAI::hello_loop();
+
+    // Approve: the file is written.
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("t.db");
+    paused_run(&server, dir.path(), &db);
+    cairn(&server, dir.path(), &db)
+        .args(["resume", "--last", "-m", "openai:fake", "--approve"])
+        .assert()
+        .success();
+    assert_eq!(
+        std::fs::read_to_string(dir.path().join("hello.py")).unwrap(),
+        "print('hello')\n"
+    );
+    assert_eq!(
+        threads_json(&server, dir.path(), &db)[0]["status"],
+        "completed"
+    );
+
+    // Reject with a message: nothing written, the model reads the message.
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("t.db");
+    paused_run(&server, dir.path(), &db);
+    cairn(&server, dir.path(), &db)
+        .args([
+            "resume",
+            "--last",
+            "-m",
+            "openai:fake",
+            "--reject=not in this directory",
+        ])
+        .assert()
+        .success();
+    assert!(!dir.path().join("hello.py").exists());
+    let result = last_tool_result(server.bodies().last().unwrap()).unwrap();
+    assert!(result.contains("not in this directory"), "{result}");
+
+    // Edit, naming the interrupt by its id from the --json event.
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("t.db");
+    let events = paused_run(&server, dir.path(), &db);
+    let id = events[0]["id"].as_str().unwrap();
+    cairn(&server, dir.path(), &db)
+        .args([
+            "resume",
+            "--last",
+            "-m",
+            "openai:fake",
+            "--edit",
+            &format!(r#"{id}={{"path": "/hello.py", "content": "print('edited')\n"}}"#),
+        ])
+        .assert()
+        .success();
+    assert_eq!(
+        std::fs::read_to_string(dir.path().join("hello.py")).unwrap(),
+        "print('edited')\n"
+    );
+
+    // No decision given, no terminal: it stays paused.
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("t.db");
+    paused_run(&server, dir.path(), &db);
+    cairn(&server, dir.path(), &db)
+        .args(["resume", "--last", "-m", "openai:fake"])
+        .assert()
+        .code(4);
+    assert!(!dir.path().join("hello.py").exists());
+}
