@@ -396,6 +396,10 @@ pub fn render_request(r: &ApprovalRequest, width: usize, full: bool) -> Shown {
             b.argument("arguments", v);
         }
     }
+    if !r.namespace.is_empty() {
+        // Which subagent asks (#10): its namespace in the thread, escaped like the rest.
+        b.text_line("    asked by a subagent: ", "      ", &r.namespace, false);
+    }
     if let Some(d) = &r.description {
         b.text_line("    note: ", "      ", d, false);
     }
@@ -579,6 +583,14 @@ mod tests {
 
     fn text(s: &Shown) -> String {
         s.lines.join("\n")
+    }
+
+    #[test]
+    fn a_subagent_request_says_so() {
+        let mut r = req("write_file", json!({"path": "/a.md", "content": "x"}));
+        assert!(!text(&render_request(&r, 80, true)).contains("subagent"));
+        r.namespace = "/3.call_1".into();
+        assert!(text(&render_request(&r, 80, true)).contains("asked by a subagent: /3.call_1"));
     }
 
     #[test]
