@@ -93,3 +93,16 @@ fn seed_001_examples() {
     assert!(skipped > 0, "{f}");
     assert!(f.contains("full history in /conversation_history/"));
 }
+
+#[test]
+fn human_in_the_loop_pauses_and_resumes_after_a_restart() {
+    let out = run("human_in_the_loop");
+    assert!(
+        out.contains("paused: write_file \"/notes.md\" (asked by the subagent"),
+        "{out}"
+    );
+    assert!(
+        out.contains("/notes.md:\n# 0.2\n- durable threads"),
+        "{out}"
+    );
+}
