@@ -72,16 +72,50 @@ fn agent() -> Agent {
         .unwrap()
 }
 
-async fn open(path: &Path) -> cairn_store::Database {
-    cairn_store::open(path.to_str().unwrap()).await.unwrap()
+type Opener =
+    Box<dyn Fn() -> std::pin::Pin<Box<dyn std::future::Future<Output = cairn_store::Database>>>>;
+
+fn sqlite(path: &Path) -> Opener {
+    let path = path.to_str().unwrap().to_owned();
+    Box::new(move || {
+        let path = path.clone();
+        Box::pin(async move { cairn_store::open(&path).await.unwrap() })
+    })
 }
 
 #[tokio::test]
 async fn parallel_subagents_pause_together_and_resume_after_a_restart() {
     let dir = tempfile::tempdir().unwrap();
-    let db_path = dir.path().join("threads.db");
+    pause_then_resume(sqlite(&dir.path().join("threads.db"))).await;
+}
+
+#[tokio::test]
+async fn the_same_on_postgresql() {
+    let url = match std::env::var("CAIRN_TEST_POSTGRES_URL") {
+        Ok(url) if !url.is_empty() => url,
+        _ if std::env::var_os("CI").is_some() => {
+            panic!("CI is set but CAIRN_TEST_POSTGRES_URL is not (see .ci/run)")
+        }
+        _ => {
+            eprintln!("SKIPPED: set CAIRN_TEST_POSTGRES_URL to run the PostgreSQL case");
+            return;
+        }
+    };
+    let schema = format!("cairn_hitl_{}", std::process::id());
+    pause_then_resume(Box::new(move || {
+        let (url, schema) = (url.clone(), schema.clone());
+        Box::pin(async move {
+            cairn_store::open_with(&url, cairn_store::OpenOptions::new().schema(&schema))
+                .await
+                .unwrap()
+        })
+    }))
+    .await;
+}
+
+async fn pause_then_resume(open: Opener) {
     let (thread_id, interrupts) = {
-        let db = open(&db_path).await;
+        let db = open().await;
         let cp = db.checkpointer();
         let info = cp.create_thread(None, Default::default()).await.unwrap();
         let cursor = ThreadCursor::new(cp, info.id.clone());
@@ -112,7 +146,7 @@ async fn parallel_subagents_pause_together_and_resume_after_a_restart() {
         (info.id, r.interrupts)
     };
     // A restart: every in-memory object is gone; the database is opened again.
-    let db = open(&db_path).await;
+    let db = open().await;
     let cursor = ThreadCursor::new(db.checkpointer(), thread_id);
     let by_path = |p: &str| {
         interrupts
@@ -179,4 +213,72 @@ async fn interrupt_on_without_a_handler_never_runs_the_tool() {
     assert_eq!(r.interrupts.len(), 1);
     assert_eq!(r.interrupts[0].namespace, "");
     assert!(StateBackend::files(session.state()).is_empty());
+}
+
+#[tokio::test]
+async fn a_call_two_subagents_deep_pauses_the_run_and_the_decision_reaches_it() {
+    let client = ScriptedClient::new(|req| {
+        let who = first_user(req);
+        let done = results(req) > 0;
+        Ok(match (who.split(' ').next().unwrap_or(""), done) {
+            ("L2", false) => ChatResponse::tool_calls([(
+                "write_file",
+                json!({"path": "/deep.md", "content": "deep"}),
+            )]),
+            ("L2", true) => ChatResponse::text("L2 wrote"),
+            ("L1", false) => ChatResponse::tool_calls([(
+                "task",
+                json!({"description": "L2 write the file", "subagent_type": "general-purpose"}),
+            )]),
+            ("L1", true) => ChatResponse::text("L1 delegated"),
+            (_, false) => ChatResponse::tool_calls([(
+                "task",
+                json!({"description": "L1 get it written", "subagent_type": "general-purpose"}),
+            )]),
+            (_, true) => ChatResponse::text("main done"),
+        })
+    });
+    let agent = DeepAgent::builder()
+        .client(client)
+        .max_subagent_depth(2)
+        .interrupt_on("write_file", InterruptOn::default())
+        .build()
+        .unwrap();
+    let cp: cairn_core::SharedCheckpointer =
+        std::sync::Arc::new(cairn_core::InMemoryCheckpointer::new());
+    let info = cp.create_thread(None, Default::default()).await.unwrap();
+    let cursor = ThreadCursor::new(std::sync::Arc::clone(&cp), info.id);
+    let session = AgentSession::new();
+    let r = agent
+        .run("write deep")
+        .session(&session)
+        .thread(cursor.clone())
+        .await
+        .unwrap();
+    assert_eq!(r.interrupts.len(), 1);
+    let i = r.interrupts[0].clone();
+    assert_eq!(
+        i.namespace.matches('/').count(),
+        2,
+        "two levels down: {}",
+        i.namespace
+    );
+    assert!(StateBackend::files(session.state()).is_empty());
+    let session = AgentSession::new();
+    let r = agent
+        .resume(cursor.clone())
+        .session(&session)
+        .decisions([(
+            i.id,
+            Decision::Edit {
+                arguments: json!({"path": "/deep.md", "content": "edited deep"}),
+            },
+        )])
+        .await
+        .unwrap();
+    assert_eq!(r.text(), "main done");
+    assert_eq!(
+        StateBackend::files(session.state())["/deep.md"].content,
+        "edited deep"
+    );
 }
