@@ -18,6 +18,42 @@
 //! run: the interrupt carries the subagent's namespace, and on resume the decision reaches the
 //! subagent, which continues from its own committed steps.
 //!
+//! ```
+//! use std::sync::Arc;
+//! use cairn_core::testing::ScriptedClient;
+//! use cairn_core::{Agent, ApprovalMode, ChatResponse, Checkpointer, Decision, FnTool,
+//!     InMemoryCheckpointer, IntoTool, SharedCheckpointer, ThreadCursor, ToolOutput};
+//! # tokio::runtime::Builder::new_current_thread().build().unwrap().block_on(async {
+//! let deploy = FnTool::new("deploy", "Deploy.", serde_json::json!({"type": "object"}), |_| async {
+//!     Ok(ToolOutput::text("deployed"))
+//! })
+//! .approval_mode(ApprovalMode::AlwaysRequire)
+//! .into_tool();
+//! let agent = |client: ScriptedClient| Agent::builder(client).tools([deploy.clone()]).build();
+//! let model = || ScriptedClient::from_responses([
+//!     ChatResponse::tool_calls([("deploy", serde_json::json!({}))]),
+//!     ChatResponse::text("Deployed."),
+//! ]);
+//! let threads: SharedCheckpointer = Arc::new(InMemoryCheckpointer::new());
+//! let thread = threads.create_thread(None, Default::default()).await.unwrap();
+//! let cursor = ThreadCursor::new(Arc::clone(&threads), thread.id);
+//!
+//! // No handler: the run pauses before `deploy` and says what waits.
+//! let paused = agent(model()).run("ship it").thread(cursor.clone()).await.unwrap();
+//! let waiting = &paused.interrupts[0];
+//! assert_eq!(waiting.tool, "deploy");
+//!
+//! // Later (another process, after a restart): resume with the decision.
+//! let model = ScriptedClient::from_responses([ChatResponse::text("Deployed.")]);
+//! let done = agent(model)
+//!     .resume(cursor)
+//!     .decisions([(waiting.id.clone(), Decision::Approve)])
+//!     .await
+//!     .unwrap();
+//! assert_eq!(done.text(), "Deployed.");
+//! # });
+//! ```
+//!
 //! An interrupt's id is the namespace its call's sub-run would have
 //! ([`ThreadCursor::child`](crate::ThreadCursor::child)): `"<namespace>/<step>.<call id>"`,
 //! unique in the thread and the same on every resume.
