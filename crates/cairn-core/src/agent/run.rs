@@ -470,17 +470,8 @@ async fn drive(
                 return pause(committer, counters, response, waiting, pending, calls, done).await;
             }
             let any_error = done.iter().chain(&fresh).any(|r| r.is_error);
-            let mut by_id: std::collections::HashMap<String, FunctionResult> = done
-                .into_iter()
-                .chain(fresh)
-                .map(|r| (r.call_id.clone(), r))
-                .collect();
-            let conv = Arc::make_mut(conversation);
-            for c in calls.iter() {
-                if let Some(r) = by_id.remove(&c.call_id) {
-                    conv.push(Message::tool_result(r));
-                }
-            }
+            let results = in_call_order(&calls, done.into_iter().chain(fresh).collect());
+            Arc::make_mut(conversation).extend(results.into_iter().map(Message::tool_result));
             if terminate {
                 response.terminated = true;
                 counters.function_calls += calls.len();

@@ -236,17 +236,14 @@ pub(super) async fn run_batch(
 /// sent next is consistent. (Streamed `ToolCallStart` updates, emitted while the reply was
 /// still arriving, carry the id as the model sent it.)
 pub(super) fn unique_call_ids(produced: &mut [Message]) {
-    let ids: Vec<&str> = produced
-        .iter()
-        .flat_map(Message::function_calls)
-        .map(|c| c.call_id.as_str())
-        .collect();
-    let mut seen: std::collections::HashSet<&str> = std::collections::HashSet::new();
-    if ids.iter().all(|id| !id.is_empty() && seen.insert(id)) {
+    if call_ids_unique(produced) {
         return;
     }
-    let mut taken: std::collections::HashSet<String> =
-        ids.iter().map(|id| (*id).to_owned()).collect();
+    let mut taken: std::collections::HashSet<String> = produced
+        .iter()
+        .flat_map(Message::function_calls)
+        .map(|c| c.call_id.clone())
+        .collect();
     let mut used: std::collections::HashSet<String> = std::collections::HashSet::new();
     let mut position = 0usize;
     for m in produced.iter_mut() {
@@ -274,6 +271,47 @@ pub(super) fn unique_call_ids(produced: &mut [Message]) {
             fc.call_id = candidate;
         }
     }
+}
+
+/// A batch's results in the order of its calls (the history answers the calls in that order);
+/// a call without a result is skipped. Results mostly arrive in call order, so sorting them in
+/// place by searching from the first unplaced one is linear for the usual batch, with no ids
+/// cloned or hashed.
+pub(super) fn in_call_order(
+    calls: &[FunctionCall],
+    mut results: Vec<FunctionResult>,
+) -> Vec<FunctionResult> {
+    let mut placed = 0;
+    for c in calls {
+        if let Some(i) = results[placed..]
+            .iter()
+            .position(|r| r.call_id == c.call_id)
+        {
+            results.swap(placed, placed + i);
+            placed += 1;
+        }
+    }
+    results.truncate(placed);
+    results
+}
+
+/// Whether every function call of a reply has a non-empty id no other call of it shares (the
+/// usual case, checked on every model reply). A reply has a handful of calls, so comparing
+/// pairs, without allocating or hashing, is the cheap check; long replies use a set.
+fn call_ids_unique(produced: &[Message]) -> bool {
+    let ids = || {
+        produced
+            .iter()
+            .flat_map(Message::function_calls)
+            .map(|c| c.call_id.as_str())
+    };
+    if ids().take(17).count() <= 16 {
+        return ids()
+            .enumerate()
+            .all(|(i, id)| !id.is_empty() && !ids().take(i).any(|earlier| earlier == id));
+    }
+    let mut seen = std::collections::HashSet::new();
+    ids().all(|id| !id.is_empty() && seen.insert(id))
 }
 
 pub(super) fn kind_of(v: &Value) -> &'static str {
