@@ -49,7 +49,16 @@ pub enum RunStatus {
     Failed,
 }
 
+fn is_zero(n: &usize) -> bool {
+    *n == 0
+}
+
 impl RunStatus {
+    /// Whether this is [`RunStatus::Running`].
+    pub fn is_running(&self) -> bool {
+        *self == RunStatus::Running
+    }
+
     /// The status as stored (`running`, `completed`, `interrupted`, `failed`).
     pub fn as_str(self) -> &'static str {
         match self {
@@ -97,7 +106,7 @@ pub struct LoopCounters {
     #[serde(default)]
     pub iteration: usize,
     /// Consecutive tool batches that contained an error.
-    #[serde(default)]
+    #[serde(default, skip_serializing_if = "is_zero")]
     pub consecutive_errors: usize,
     /// Tool calls executed in this run.
     #[serde(default)]
@@ -106,11 +115,18 @@ pub struct LoopCounters {
     #[serde(default)]
     pub model_calls: usize,
     /// Whether the next model call must be the final one (a limit was reached).
-    #[serde(default)]
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub force_final: bool,
     /// Token usage accumulated over this run.
     #[serde(default)]
     pub usage: Usage,
+}
+
+impl LoopCounters {
+    /// Whether nothing was counted (a run's start, or a step that stores no counters).
+    pub fn is_unset(&self) -> bool {
+        *self == LoopCounters::default()
+    }
 }
 
 /// A change to the session state map: keys set to new values, keys removed, and nested
@@ -206,11 +222,12 @@ pub struct StepDelta {
     /// The change to the session state since the previous step, if any.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub state: Option<StatePatch>,
-    /// The run's status after this step.
-    #[serde(default)]
+    /// The run's status after this step (`running` when absent).
+    #[serde(default, skip_serializing_if = "RunStatus::is_running")]
     pub status: RunStatus,
-    /// The run loop's counters after this step.
-    #[serde(default)]
+    /// The run loop's counters after this step. `tools` and `decisions` steps do not change
+    /// them and store none (they are read as unchanged).
+    #[serde(default, skip_serializing_if = "LoopCounters::is_unset")]
     pub counters: LoopCounters,
     /// Free-form data for the run's owner (an interrupt's pending decisions, an error text).
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -493,7 +510,9 @@ impl Transcript {
             p.apply(&mut self.state);
         }
         self.status = delta.status;
-        self.counters = delta.counters.clone();
+        if !matches!(delta.kind, StepKind::Tools | StepKind::Decisions) {
+            self.counters = delta.counters.clone();
+        }
         self.extra = delta.extra.clone();
     }
 

@@ -116,7 +116,8 @@ async fn commit_thread(db: &Database) -> Figures {
             is_error: false,
         }];
         tools.status = RunStatus::Running;
-        tools.counters = counters.clone();
+        // As the run loop commits it: a tools step leaves the counters as they are and stores
+        // none.
         let (seq2, t2) = commit(tools, seq, &mut times).await;
         head = seq2;
         turn_times.push(t1 + t2);

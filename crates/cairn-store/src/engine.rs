@@ -88,13 +88,16 @@ impl Backend {
         let mut cur = thread.to_owned();
         let mut fork = fork;
         loop {
+            // Within a namespace the parents rise with the seqs (each step's parent is the
+            // previous step), so the parent index finds the head without a seq index.
             let max: Option<i64> = sqlx::query_scalar(
-                "SELECT MAX(seq) FROM steps WHERE thread_id = $1 AND namespace = $2 AND seq <= $3",
+                "SELECT seq FROM steps WHERE thread_id = $1 AND namespace = $2 AND seq <= $3 \
+                 ORDER BY parent DESC LIMIT 1",
             )
             .bind(&cur)
             .bind(namespace)
             .bind(upto)
-            .fetch_one(&mut **tx)
+            .fetch_optional(&mut **tx)
             .await
             .map_err(cpe)?;
             if let Some(seq) = max {
@@ -373,7 +376,7 @@ impl Checkpointer for Backend {
             for (tid, upto) in chain.iter().rev() {
                 let rows = sqlx::query(
                     "SELECT seq, parent, created_at_ms, delta FROM steps \
-                     WHERE thread_id = $1 AND namespace = $2 AND seq <= $3 ORDER BY seq",
+                     WHERE thread_id = $1 AND namespace = $2 AND seq <= $3 ORDER BY parent",
                 )
                 .bind(tid)
                 .bind(namespace)

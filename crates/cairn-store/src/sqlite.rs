@@ -40,7 +40,6 @@ const MIGRATIONS: &[&[&str]] = &[&[
         created_at_ms INTEGER NOT NULL,
         delta TEXT NOT NULL
     )",
-    "CREATE UNIQUE INDEX steps_by_seq ON steps (thread_id, namespace, seq)",
     "CREATE UNIQUE INDEX steps_by_parent ON steps (thread_id, namespace, parent)",
     "CREATE TABLE store_items (
         namespace TEXT NOT NULL,

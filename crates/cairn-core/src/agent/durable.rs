@@ -31,7 +31,6 @@ struct Committed {
     head: u64,
     state: Map<String, serde_json::Value>,
     state_version: u64,
-    counters: LoopCounters,
 }
 
 /// Appends a run's steps in order, each after the last one this run committed.
@@ -53,7 +52,6 @@ impl Committer {
                 head: transcript.head,
                 state: transcript.state.clone(),
                 state_version: u64::MAX,
-                counters: transcript.counters.clone(),
             }),
             state,
         }
@@ -66,9 +64,10 @@ impl Committer {
     /// Commits `delta` (with the state's change since the last commit) and returns its seq.
     pub(crate) async fn commit(&self, mut delta: StepDelta) -> Result<u64, CheckpointError> {
         let mut last = self.last.lock().await;
-        if delta.kind == StepKind::Tools {
-            // The counters do not change until the batch is done.
-            delta.counters = last.counters.clone();
+        let keeps_counters = matches!(delta.kind, StepKind::Tools | StepKind::Decisions);
+        if keeps_counters {
+            // The counters do not change until the batch is done: nothing to store.
+            delta.counters = LoopCounters::default();
         }
         let mut new_state = None;
         if let Some(state) = &self.state {
@@ -93,7 +92,6 @@ impl Committer {
             )
             .await?;
         last.head = seq;
-        last.counters = delta.counters;
         if let Some((s, v)) = new_state {
             last.state = s;
             last.state_version = v;
