@@ -5,7 +5,7 @@
 
 use assert_cmd::Command;
 use cairn_test_support::blocking::{
-    FakeOpenAI, Reply, closed_port, has_tool_result, last_tool_result,
+    FakeOpenAI, Reply, closed_port, first_user, has_tool_result, last_tool_result,
 };
 use predicates::prelude::*;
 use serde_json::{Value, json};
@@ -351,12 +351,7 @@ fn ctrl_c_stops_the_run_with_status_130() {
 #[test]
 fn subagent_activity_is_indented() {
     let server = FakeOpenAI::start(|body| {
-        let first_user = body["messages"]
-            .as_array()
-            .and_then(|m| m.iter().find(|m| m["role"] == "user"))
-            .and_then(|m| m["content"].as_str().map(str::to_owned))
-            .unwrap_or_default();
-        let sub = first_user.contains("SUBTASK");
+        let sub = first_user(body).contains("SUBTASK");
         match (sub, has_tool_result(body)) {
             (true, false) => Reply::Call("ls", json!({"path": "/"})),
             (true, true) => Reply::Text("sub report: listed".into()),

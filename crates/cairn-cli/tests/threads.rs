@@ -9,7 +9,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
 use assert_cmd::Command;
-use cairn_test_support::blocking::{FakeOpenAI, Reply, last_tool_result};
+use cairn_test_support::blocking::{FakeOpenAI, Reply, first_user, last_tool_result};
 use serde_json::{Value, json};
 
 /// `cairn` against `server`, working in `dir`, keeping its threads in `db`.
@@ -24,6 +24,19 @@ fn cairn(server: &FakeOpenAI, dir: &Path, db: &Path) -> Command {
         .env("NO_COLOR", "1")
         .timeout(Duration::from_secs(60));
     c
+}
+
+/// `cairn run -y TASK` started in the background against `server`, output discarded.
+fn spawn_run(server: &FakeOpenAI, dir: &Path, db: &Path, task: &str) -> std::process::Child {
+    server
+        .command(assert_cmd::cargo::cargo_bin("cairn"), dir)
+        .env("CAIRN_DB", db)
+        .args(["run", "-y", "-m", "openai:fake", task])
+        .stdin(std::process::Stdio::null())
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .unwrap()
 }
 
 fn threads_json(server: &FakeOpenAI, dir: &Path, db: &Path) -> Vec<Value> {
@@ -121,19 +134,7 @@ fn a_killed_run_is_finished_by_resume_last_without_repeating_a_step() {
     });
     let dir = tempfile::tempdir().unwrap();
     let db = dir.path().join("threads.db");
-    let mut child = std::process::Command::new(assert_cmd::cargo::cargo_bin("cairn"))
-        .current_dir(dir.path())
-        .env_clear()
-        .env("PATH", std::env::var("PATH").unwrap_or_default())
-        .env("HOME", dir.path())
-        .env("CAIRN_DB", &db)
-        .env("OPENAI_BASE_URL", &server.base_url)
-        .args(["run", "-y", "-m", "openai:fake", "log twice"])
-        .stdin(std::process::Stdio::null())
-        .stdout(std::process::Stdio::null())
-        .stderr(std::process::Stdio::null())
-        .spawn()
-        .unwrap();
+    let mut child = spawn_run(&server, dir.path(), &db, "log twice");
     let deadline = Instant::now() + Duration::from_secs(30);
     while server.bodies().len() < 3 && Instant::now() < deadline {
         std::thread::sleep(Duration::from_millis(20));
@@ -188,12 +189,7 @@ fn a_killed_run_is_finished_by_resume_last_without_repeating_a_step() {
 #[test]
 fn memories_written_in_one_thread_are_read_in_another_project() {
     let server = FakeOpenAI::start(|body| {
-        let task = body["messages"]
-            .as_array()
-            .and_then(|m| m.iter().find(|m| m["role"] == "user"))
-            .and_then(|m| m["content"].as_str().map(str::to_owned))
-            .unwrap_or_default();
-        match (task.contains("remember"), tool_results(body)) {
+        match (first_user(body).contains("remember"), tool_results(body)) {
             (true, 0) => Reply::Call(
                 "write_file",
                 json!({"path": "/memories/prefs.md", "content": "The user likes tabs.\n"}),
@@ -269,21 +265,7 @@ fn sigkill_at_twenty_points_then_resume_gives_the_uninterrupted_transcript() {
             Reply::Text("finished".into())
         }
     });
-    let run_in = |dir: &Path, db: &Path| {
-        std::process::Command::new(assert_cmd::cargo::cargo_bin("cairn"))
-            .current_dir(dir)
-            .env_clear()
-            .env("PATH", std::env::var("PATH").unwrap_or_default())
-            .env("HOME", dir)
-            .env("CAIRN_DB", db)
-            .env("OPENAI_BASE_URL", &server.base_url)
-            .args(["run", "-y", "-m", "openai:fake", "log the steps"])
-            .stdin(std::process::Stdio::null())
-            .stdout(std::process::Stdio::null())
-            .stderr(std::process::Stdio::null())
-            .spawn()
-            .unwrap()
-    };
+    let run_in = |dir: &Path, db: &Path| spawn_run(&server, dir, db, "log the steps");
     // The reference: one uninterrupted run.
     let reference = {
         let dir = tempfile::tempdir().unwrap();

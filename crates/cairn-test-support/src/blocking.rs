@@ -110,6 +110,15 @@ impl FakeOpenAI {
     }
 }
 
+/// The text of the first user message of a Chat Completions request body.
+pub fn first_user(body: &Value) -> String {
+    body["messages"]
+        .as_array()
+        .and_then(|m| m.iter().find(|m| m["role"] == "user"))
+        .and_then(|m| m["content"].as_str().map(str::to_owned))
+        .unwrap_or_default()
+}
+
 /// Whether the conversation already holds a tool result.
 pub fn has_tool_result(body: &Value) -> bool {
     body["messages"]
