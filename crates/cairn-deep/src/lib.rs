@@ -55,6 +55,6 @@ pub use compression::{Compressor, Keep, Offloading, Summarization, Trigger};
 pub use error::BackendError;
 pub use model::{ModelChoice, ModelResolver};
 pub use profile::{HarnessProfile, ProfileRegistry};
-pub use runtime::ToolRuntimeExt;
+pub use runtime::{SubagentContext, SubagentName, ToolRuntimeExt};
 pub use subagents::{SubAgent, TaskTool};
 pub use tools::{filesystem_tools, todo_tool};

@@ -5,8 +5,37 @@
 //! prompt or any model request; tools read them through their context, together with the store
 //! ([`ToolRuntimeExt`]), and the `task` tool hands the same values to every subagent.
 //! `DeepAgentBuilder::context_type::<T>()` makes a run without a `T` fail before any model call.
+//!
+//! # Per-subagent context (SPEC R8.2)
+//! Deep Agents passes the whole runtime context to every subagent and namespaces per-subagent
+//! settings by *key*: `context={"researcher_max_depth": 3, …}`, read in a tool that checks
+//! which agent it runs in (`lc_agent_name` in the run's metadata). cairn's runtime context is
+//! typed, so the namespace is the subagent's name and the value keeps its type: put a
+//! [`SubagentContext`] on the run, holding values per subagent name. When `task` launches
+//! subagent `name`:
+//! - the values registered for `name` are added to the subagent's extensions, replacing the
+//!   caller's value of the same type, so its tools read them with the ordinary
+//!   `ctx.runtime_context::<T>()`;
+//! - values registered for other subagents are not added: a subagent never sees another's;
+//! - the [`SubagentContext`] itself is dropped, unless the subagent has a `task` tool of its
+//!   own (`max_subagent_depth` > 1): then it goes on without `name`'s entry, so the nested
+//!   subagents still get theirs;
+//! - [`SubagentName`] tells its tools which subagent they run in (the counterpart of
+//!   `lc_agent_name`); the top agent's run has none.
+//!
+//! ```
+//! use cairn_deep::runtime::SubagentContext;
+//! struct SearchDepth(u32);
+//! let per_subagent = SubagentContext::new()
+//!     .with("researcher", SearchDepth(3))
+//!     .with("fact-checker", SearchDepth(1));
+//! assert!(per_subagent.for_subagent("researcher").is_some());
+//! // agent.run(task).extension(SearchDepth(5)).extension(per_subagent)
+//! ```
 
-use cairn_core::{FunctionInvocationContext, SharedStore, ToolError};
+use std::collections::BTreeMap;
+
+use cairn_core::{Extensions, FunctionInvocationContext, SharedStore, ToolError};
 
 use crate::backend::BackendRuntime;
 
@@ -38,6 +67,76 @@ impl ToolRuntimeExt for FunctionInvocationContext {
         BackendRuntime::from_context(self)
     }
 }
+
+/// Typed runtime context for named subagents only (see [Per-subagent
+/// context](self#per-subagent-context-spec-r82)): put it on a run with `.extension(…)`.
+#[derive(Clone, Default)]
+pub struct SubagentContext {
+    by_name: BTreeMap<String, Extensions>,
+}
+
+impl SubagentContext {
+    /// An empty map.
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// Adds `value` for the subagent named `subagent` (replacing its value of the same type).
+    pub fn with<T: Send + Sync + 'static>(mut self, subagent: impl Into<String>, value: T) -> Self {
+        self.insert(subagent, value);
+        self
+    }
+
+    /// Adds `value` for the subagent named `subagent` (replacing its value of the same type).
+    pub fn insert<T: Send + Sync + 'static>(&mut self, subagent: impl Into<String>, value: T) {
+        self.by_name
+            .entry(subagent.into())
+            .or_default()
+            .insert(value);
+    }
+
+    /// The values registered for `subagent`, if any.
+    pub fn for_subagent(&self, subagent: &str) -> Option<&Extensions> {
+        self.by_name.get(subagent)
+    }
+
+    /// The names that have values.
+    pub fn subagents(&self) -> impl Iterator<Item = &str> {
+        self.by_name.keys().map(String::as_str)
+    }
+
+    /// Turns a caller's extensions into those of subagent `name`: see [Per-subagent
+    /// context](self#per-subagent-context-spec-r82).
+    /// `delegates`: whether that subagent has a `task` tool of its own.
+    pub(crate) fn scope(extensions: &mut Extensions, name: &str, delegates: bool) {
+        extensions.insert(SubagentName(name.to_owned()));
+        let Some(per) = extensions.get_arc::<SubagentContext>() else {
+            return;
+        };
+        let mut rest = (*per).clone();
+        if let Some(own) = rest.by_name.remove(name) {
+            extensions.extend(&own);
+        }
+        if !delegates || rest.by_name.is_empty() {
+            extensions.remove::<SubagentContext>();
+        } else {
+            extensions.insert(rest);
+        }
+    }
+}
+
+impl std::fmt::Debug for SubagentContext {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_map()
+            .entries(self.by_name.iter().map(|(k, v)| (k, v.len())))
+            .finish()
+    }
+}
+
+/// The name of the subagent a tool runs in (Deep Agents' `lc_agent_name`), set by `task` in the
+/// subagent's extensions: `ctx.runtime_context::<SubagentName>()`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SubagentName(pub String);
 
 /// What a dynamic system prompt is built from: the run's typed values and store.
 #[derive(Clone)]

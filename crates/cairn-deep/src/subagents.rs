@@ -7,7 +7,11 @@
 //!
 //! # What a subagent shares with its caller
 //! - **Runtime context, store and other extensions**: the same values (SPEC R6.3), and the same
-//!   function-invocation kwargs.
+//!   function-invocation kwargs, except that values registered for this subagent in a
+//!   [`SubagentContext`](crate::runtime::SubagentContext) replace the caller's, values
+//!   registered for other subagents are left out, and
+//!   [`SubagentName`](crate::runtime::SubagentName) names the subagent (SPEC R8.2; see
+//!   [`runtime`](crate::runtime#per-subagent-context-spec-r82)).
 //! - **Session state**: the subagent gets a session of its own whose state starts as a copy of
 //!   the caller's, minus private keys (the todo list and the harness caches). When it finishes,
 //!   what it changed is merged back key by key (and entry by entry inside JSON objects, so two
@@ -466,6 +470,8 @@ impl TaskTool {
             }),
         });
         let mut extensions = ctx.extensions.clone();
+        let delegates = agent.tools().iter().any(|t| t.spec().name == "task");
+        crate::runtime::SubagentContext::scope(&mut extensions, &args.subagent_type, delegates);
         extensions.insert_arc(Arc::clone(&limits));
         extensions.insert_arc(Arc::clone(&slot));
 

@@ -11,7 +11,7 @@ use cairn_core::{
     Message, Role, SharedStore, ToolError, ToolOutput,
 };
 use cairn_deep::approval::{Decision, InterruptOn};
-use cairn_deep::runtime::{PromptRequest, dynamic_system_prompt};
+use cairn_deep::runtime::{PromptRequest, SubagentContext, SubagentName, dynamic_system_prompt};
 use cairn_deep::{
     CompositeBackend, DeepAgent, FilesystemBackend, HarnessProfile, ProfileRegistry, StateBackend,
     StoreBackend, SubAgent, ToolRuntimeExt,
@@ -420,6 +420,96 @@ async fn runtime_context_reaches_subagent_tools_and_never_a_model_request() {
         "{err}"
     );
     assert_eq!(client.requests().len(), before);
+}
+
+/// A setting of the `lookup` tool, given per subagent (SPEC R8.2).
+#[derive(Debug)]
+struct SearchDepth(u32);
+
+/// Another one, given to the fact-checker only.
+#[derive(Debug)]
+struct Strict(bool);
+
+#[tokio::test]
+async fn each_subagent_sees_its_own_runtime_context_and_not_another_subagents() {
+    let seen: Arc<Mutex<Vec<String>>> = Arc::default();
+    let s = Arc::clone(&seen);
+    let lookup = FnTool::new(
+        "lookup",
+        "Look something up",
+        json!({"type": "object", "properties": {}}),
+        move |ctx| {
+            let s = Arc::clone(&s);
+            async move {
+                let who = ctx
+                    .runtime_context::<SubagentName>()
+                    .map_or("main".to_owned(), |n| n.0.clone());
+                let depth = ctx.runtime_context::<SearchDepth>()?.0;
+                let strict = ctx.runtime_context::<Strict>().ok().map(|s| s.0);
+                let others = ctx.extensions.get::<SubagentContext>().is_some();
+                s.lock().unwrap().push(format!(
+                    "{who} depth={depth} strict={strict:?} map={others}"
+                ));
+                Ok(ToolOutput::text("ok"))
+            }
+        },
+    );
+    let client = ScriptedClient::new(|req| {
+        let ins = instructions(req);
+        Ok(
+            if ins.contains("You research") || ins.contains("You check facts") {
+                match req.tool_results() {
+                    0 => ChatResponse::tool_calls([("lookup", json!({}))]),
+                    _ => ChatResponse::text("report"),
+                }
+            } else {
+                match req.tool_results() {
+                    0 => ChatResponse::tool_calls([
+                        ("lookup", json!({})),
+                        (
+                            "task",
+                            json!({"description": "dig", "subagent_type": "researcher"}),
+                        ),
+                        (
+                            "task",
+                            json!({"description": "check", "subagent_type": "fact-checker"}),
+                        ),
+                    ]),
+                    _ => ChatResponse::text("done"),
+                }
+            },
+        )
+    });
+    let agent = DeepAgent::builder()
+        .client(client.clone())
+        .tool(lookup)
+        .subagent(SubAgent::new("researcher", "researches").system_prompt("You research."))
+        .subagent(SubAgent::new("fact-checker", "checks").system_prompt("You check facts."))
+        .build()
+        .unwrap();
+    agent
+        .run("go")
+        .extension(SearchDepth(5))
+        .extension(
+            SubagentContext::new()
+                .with("researcher", SearchDepth(3))
+                .with("fact-checker", Strict(true)),
+        )
+        .await
+        .unwrap();
+    let mut seen = seen.lock().unwrap().clone();
+    seen.sort();
+    assert_eq!(
+        seen,
+        [
+            // The fact-checker gets its own `Strict` and the caller's depth, not the researcher's.
+            "fact-checker depth=5 strict=Some(true) map=false",
+            // The top agent keeps its own values; the map is only for subagents.
+            "main depth=5 strict=None map=true",
+            // The researcher gets its depth and never the fact-checker's `Strict`.
+            "researcher depth=3 strict=None map=false",
+        ]
+    );
 }
 
 #[tokio::test]
