@@ -19,8 +19,8 @@ use std::collections::BTreeMap;
 use std::sync::Arc;
 
 use cairn_core::{
-    Agent, AgentContext, AnyMiddleware, BoxFuture, ChatContext, ChatOptions, Extensions,
-    IntoMiddleware, IntoTool, LoopConfig, Middleware, Next, SharedStore, SharedTool,
+    Agent, AgentContext, AgentSession, AnyMiddleware, BoxFuture, ChatContext, ChatOptions,
+    Extensions, IntoMiddleware, IntoTool, LoopConfig, Middleware, Next, SharedStore, SharedTool,
 };
 
 use crate::approval::{ApprovalHandler, InterruptOn};
@@ -573,6 +573,16 @@ struct SetupInner {
 
 impl SetupInner {
     async fn prepare(&self, ctx: &mut AgentContext) -> cairn_core::Result<()> {
+        // A run without a session gets a scratch session of its own (issue #15): its files on
+        // a `StateBackend`, offloaded results and compression state live and die with the run,
+        // so two sessionless runs of one agent never see each other's. (A backend used outside
+        // any run still falls back to its own scratch state.)
+        if ctx.session.is_none() {
+            ctx.session = Some(AgentSession::with_id(format!(
+                "run-{}",
+                uuid::Uuid::new_v4()
+            )));
+        }
         if let Some(check) = &self.context
             && !(check.present)(&ctx.extensions)
         {

@@ -717,3 +717,37 @@ async fn long_term_memory_routes_to_a_store_across_threads() {
     let read = first_result(&r.messages).text();
     assert!(read.contains("short answers"), "{read}");
 }
+
+#[tokio::test]
+async fn two_runs_without_a_session_do_not_share_files() {
+    // Each run writes /notes.md, then lists `/`: a second run must not see the first's file.
+    let client = ScriptedClient::new(|req| {
+        Ok(match req.tool_results() {
+            0 => ChatResponse::tool_calls([("ls", json!({"path": "/"}))]),
+            1 => ChatResponse::tool_calls([(
+                "write_file",
+                json!({"path": "/notes.md", "content": "run notes"}),
+            )]),
+            _ => ChatResponse::text("done"),
+        })
+    });
+    let agent = DeepAgent::builder().client(client.clone()).build().unwrap();
+    let first = agent.run("write notes").await.unwrap();
+    let second = agent.run("write notes").await.unwrap();
+    for (run, r) in [("first", &first), ("second", &second)] {
+        let listing = results(&r.messages)[0].text();
+        assert!(
+            !listing.contains("notes.md"),
+            "the {run} run saw another run's file: {listing}"
+        );
+        let wrote = results(&r.messages)[1];
+        assert!(!wrote.is_error, "{}", wrote.text());
+    }
+    // A run with a session still keeps its files in the session.
+    let session = AgentSession::new();
+    agent.run("write notes").session(&session).await.unwrap();
+    assert_eq!(
+        StateBackend::files(session.state())["/notes.md"].content,
+        "run notes"
+    );
+}
