@@ -172,6 +172,11 @@ pub struct Message {
     /// An optional author name (for example the agent that wrote it).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub author_name: Option<String>,
+    /// Metadata: what made this message when it was not the user, the model or a tool — for
+    /// example `"summarization"` on the message a deep agent puts in place of summarized ones
+    /// (Deep Agents' `additional_kwargs["lc_source"]`). Never sent to a model.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub source: Option<String>,
 }
 
 impl Message {
@@ -181,7 +186,14 @@ impl Message {
             role,
             contents,
             author_name: None,
+            source: None,
         }
+    }
+
+    /// The same message tagged with `source` (see [`Message::source`]).
+    pub fn with_source(mut self, source: impl Into<String>) -> Self {
+        self.source = Some(source.into());
+        self
     }
 
     /// A system message with one text part.

@@ -289,11 +289,10 @@ async fn file_arguments_are_truncated_only_past_the_trigger() {
     let args = &ctx.messages[1].function_calls().next().unwrap().arguments;
     let v: serde_json::Value = serde_json::from_str(args).unwrap();
     assert_eq!(v["path"], "/report.md");
+    let content = v["content"].as_str().unwrap();
     assert!(
-        v["content"]
-            .as_str()
-            .unwrap()
-            .contains("already in /report.md; read it with read_file")
+        content.contains("(argument truncated: ") && content.contains("/report.md holds them"),
+        "{content}"
     );
     // Derived only: the stored message still has the full content.
     assert_eq!(msgs[1], write);
@@ -349,7 +348,7 @@ fn tool_result_text(session: &AgentSession) -> FunctionResult {
 }
 
 #[tokio::test]
-async fn large_results_are_offloaded_with_a_ten_line_preview() {
+async fn large_results_are_offloaded_with_a_head_and_tail_preview() {
     // 30 lines × 5 words = 150 tokens; the threshold is 149 (offloaded) vs 150 (kept).
     let text: String = (1..=30)
         .map(|i| format!("row {i} alpha beta gamma\n"))
@@ -371,9 +370,12 @@ async fn large_results_are_offloaded_with_a_ten_line_preview() {
         let path = "/large_tool_results/call_0";
         let expected = format!(
             "This tool result was too large for the context (150 tokens, 30 lines), so it was saved to {path}.\n\
-             Read it in pages with read_file (path \"{path}\", offset and limit, e.g. offset 10 limit 200), or search it with grep (path \"{path}\").\n\
-             The first 10 lines:\n{}",
-            (1..=10)
+             Read it in pages with read_file (path \"{path}\", offset and limit, e.g. offset 5 limit 200), or search it with grep (path \"{path}\").\n\
+             The first 5 and last 5 lines:\n{}... [20 lines truncated] ...\n{}",
+            (1..=5)
+                .map(|i| format!("{i:>2}\trow {i} alpha beta gamma\n"))
+                .collect::<String>(),
+            (26..=30)
                 .map(|i| format!("{i:>2}\trow {i} alpha beta gamma\n"))
                 .collect::<String>()
         );

@@ -7,8 +7,12 @@ use crate::model::ModelChoice;
 /// Default token threshold above which a tool result is offloaded to a file (and above which
 /// an old `write_file` / `edit_file` call's arguments are replaced by a pointer).
 pub const DEFAULT_OFFLOAD_TOKENS: usize = 20_000;
-/// Lines of an offloaded result shown in its replacement message.
+/// Lines of an offloaded result shown in its replacement message: the first half of them and
+/// the last half (5 + 5, as Deep Agents), so an error at the end of a long log is visible.
 pub const DEFAULT_PREVIEW_LINES: usize = 10;
+/// A string argument of an old `write_file` / `edit_file` call longer than this many
+/// characters is truncated in the effective context (Deep Agents' `max_length`, 2,000).
+pub const DEFAULT_TOOL_ARG_CHARS: usize = 2_000;
 /// Characters of each preview line shown (longer lines are cut with `…`).
 pub const PREVIEW_LINE_CHARS: usize = 500;
 /// Where offloaded tool results are written.
@@ -73,7 +77,12 @@ pub struct Offloading {
     /// Arguments of old `write_file` / `edit_file` calls over this many tokens are replaced by a
     /// pointer to the file once the context passes the trigger (default 20,000).
     pub tool_input_tokens: usize,
-    /// Lines of an offloaded result shown in its place (default 10).
+    /// Any single string argument of an old `write_file` / `edit_file` call longer than this
+    /// many characters is truncated once the context passes the trigger, whatever the size of
+    /// the whole call (default [`DEFAULT_TOOL_ARG_CHARS`]).
+    pub tool_arg_chars: usize,
+    /// Lines of an offloaded result shown in its place: the first half and the last half
+    /// (default 10: 5 + 5).
     pub preview_lines: usize,
     /// The backend directory for offloaded results (default `/large_tool_results`).
     pub results_dir: String,
@@ -87,6 +96,7 @@ impl Default for Offloading {
             enabled: true,
             tool_result_tokens: DEFAULT_OFFLOAD_TOKENS,
             tool_input_tokens: DEFAULT_OFFLOAD_TOKENS,
+            tool_arg_chars: DEFAULT_TOOL_ARG_CHARS,
             preview_lines: DEFAULT_PREVIEW_LINES,
             results_dir: DEFAULT_RESULTS_DIR.to_owned(),
             excluded_tools: FILE_TOOLS.iter().map(|s| (*s).to_owned()).collect(),
@@ -120,7 +130,13 @@ impl Offloading {
         self
     }
 
-    /// Sets how many lines the preview shows.
+    /// Sets the per-argument threshold in characters (see [`Offloading::tool_arg_chars`]).
+    pub fn tool_arg_chars(mut self, chars: usize) -> Self {
+        self.tool_arg_chars = chars;
+        self
+    }
+
+    /// Sets how many lines the preview shows (the first half and the last half).
     pub fn preview_lines(mut self, lines: usize) -> Self {
         self.preview_lines = lines;
         self

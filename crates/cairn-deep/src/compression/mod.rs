@@ -4,17 +4,20 @@
 //! # What happens, and when
 //! - **Tool results over 20,000 tokens** (configurable with [`Offloading`]; a harness profile's
 //!   `max_tool_result_tokens` overrides it) are written to the backend at
-//!   `/large_tool_results/<call id>` by function middleware, and the result the model sees is
-//!   replaced by a message naming the file, showing its first 10 lines, and saying how to page
-//!   through it with `read_file` or search it with `grep`. Only text counts: images and other
+//!   `/large_tool_results/<call id>` by function middleware (a call id that is long, empty or
+//!   holds unsafe characters is shortened and hashed), and the result the model sees is
+//!   replaced by a message naming the file, showing its first 5 and last 5 lines, and saying
+//!   how to page through it with `read_file` or search it with `grep`. Only text counts: images and other
 //!   non-text parts are kept in the replacement, so an image-only result is never offloaded.
 //!   The file tools' own results are not offloaded (they page). If the write fails, the result
 //!   is kept as it is.
 //! - **Before each model call** (chat middleware), the request is counted: system prompt, tool
 //!   schemas and messages. When it reaches the *trigger* (85% of the model's input window by
 //!   default):
-//!   1. old `write_file` / `edit_file` calls whose arguments are over the input threshold get
-//!      those arguments replaced by a pointer to the file (the file already holds them);
+//!   1. old `write_file` / `edit_file` calls get long arguments truncated: any string argument
+//!      over 2,000 characters, and every one over 100 when the whole call is over the input
+//!      threshold. The truncated value keeps its first 20 characters and says where the content
+//!      is — or, when the call failed, that nothing was saved;
 //!   2. if that is not enough, the older messages are **summarized**: their text is appended to
 //!      `/conversation_history/<thread id>.md` on the backend, a model writes a structured
 //!      summary (session intent, summary, artifacts, next steps), and the call is sent with the
@@ -53,7 +56,9 @@
 //!
 //! # Streaming
 //! Updates of the summarization call are streamed with `metadata.source =
-//! Some("summarization")` ([`SUMMARIZATION_SOURCE`]) so a consumer can skip them.
+//! Some("summarization")` ([`SUMMARIZATION_SOURCE`]) so a consumer can skip them. The summary
+//! message itself carries the same tag ([`Message::source`](cairn_core::Message::source)), as
+//! Deep Agents' carries `lc_source`.
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
@@ -74,9 +79,9 @@ mod render;
 
 pub use config::{
     DEFAULT_HISTORY_DIR, DEFAULT_KEEP_FRACTION, DEFAULT_MAX_SUMMARY_TOKENS, DEFAULT_OFFLOAD_TOKENS,
-    DEFAULT_PREVIEW_LINES, DEFAULT_RESULTS_DIR, DEFAULT_TRIGGER_FRACTION, FALLBACK_KEEP_MESSAGES,
-    FALLBACK_TRIGGER_TOKENS, FILE_TOOLS, Keep, Offloading, PREVIEW_LINE_CHARS,
-    SUMMARIZATION_SOURCE, Summarization, Trigger,
+    DEFAULT_PREVIEW_LINES, DEFAULT_RESULTS_DIR, DEFAULT_TOOL_ARG_CHARS, DEFAULT_TRIGGER_FRACTION,
+    FALLBACK_KEEP_MESSAGES, FALLBACK_TRIGGER_TOKENS, FILE_TOOLS, Keep, Offloading,
+    PREVIEW_LINE_CHARS, SUMMARIZATION_SOURCE, Summarization, Trigger,
 };
 pub use offload::{OffloadMiddleware, offload_message};
 
@@ -497,6 +502,7 @@ impl Compressor {
             let changed = offload::truncate_file_arguments(
                 &mut rest[..keep_from],
                 self.offloading.tool_input_tokens,
+                self.offloading.tool_arg_chars,
                 counter.as_ref(),
             );
             if changed > 0 {

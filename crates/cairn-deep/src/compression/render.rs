@@ -123,7 +123,8 @@ pub(crate) fn summarizer_input(
     }
 }
 
-/// The message that stands for the summarized part of the conversation.
+/// The message that stands for the summarized part of the conversation, tagged with
+/// [`SUMMARIZATION_SOURCE`](super::SUMMARIZATION_SOURCE) in its metadata ([`Message::source`]).
 pub(crate) fn summary_message(summary: &str, summarized: usize, path: Option<&str>) -> Message {
     let whereabouts = match path {
         Some(p) => format!(
@@ -135,6 +136,7 @@ pub(crate) fn summary_message(summary: &str, summarized: usize, path: Option<&st
         "[Context summary] The first {summarized} messages of this conversation were replaced by the summary below to stay within the context window.{whereabouts}\n\n<summary>\n{}\n</summary>",
         summary.trim()
     ))
+    .with_source(super::config::SUMMARIZATION_SOURCE)
 }
 
 /// The header of one summarization event in the history file.
@@ -166,6 +168,29 @@ pub(crate) fn fnv(seed: u64, bytes: &[u8]) -> u64 {
         h = h.wrapping_mul(0x0100_0000_01b3);
     }
     h
+}
+
+/// The longest tool-call id used as an offload file name as it is.
+const MAX_NAME_CHARS: usize = 64;
+
+/// A short, safe file name for the result of call `call_id` (deepagents #5559, #6302: some
+/// providers send 1.5 KB ids, some none). An id of at most 64 characters of
+/// `[A-Za-z0-9_-]` is used as it is; any other id becomes its first 32 safe characters, a dash
+/// and a 16-hex-digit hash of the whole id (`call-<hash>` when nothing safe is left), so
+/// distinct ids keep distinct names and no name exceeds 49 characters.
+pub(crate) fn offload_name(call_id: &str) -> String {
+    let safe = sanitize(call_id);
+    if !call_id.is_empty() && safe == call_id && call_id.len() <= MAX_NAME_CHARS {
+        return safe;
+    }
+    let hash = fnv(0, call_id.as_bytes());
+    let prefix: String = safe.chars().take(32).collect();
+    let prefix = prefix.trim_matches('_');
+    if prefix.is_empty() {
+        format!("call-{hash:016x}")
+    } else {
+        format!("{prefix}-{hash:016x}")
+    }
 }
 
 /// Only `[A-Za-z0-9_-]` stays in a file name; everything else becomes `_`.
@@ -244,6 +269,31 @@ mod tests {
             "### 1. user\nhi\n\n### 2. assistant\n[tool call grep (id c1)] {\"pattern\":\"x\"}\n\n### 3. tool\n[tool result for c1]\nfound\n[image: inline image/png data, not kept in this record]\n\n"
         );
         assert_eq!(cap("abcdef", Some(3)), "abc… [3 more characters]");
+    }
+
+    #[test]
+    fn offload_names_are_short_safe_and_distinct() {
+        assert_eq!(offload_name("call_abc-1"), "call_abc-1");
+        let long = "x".repeat(1_536);
+        let name = offload_name(&long);
+        assert_eq!(name.len(), 32 + 1 + 16, "{name}");
+        assert!(name.starts_with(&"x".repeat(32)));
+        assert_ne!(name, offload_name(&"x".repeat(1_535)));
+        let empty = offload_name("");
+        assert!(empty.starts_with("call-") && empty.len() == 21, "{empty}");
+        let odd = offload_name("../../etc/passwd");
+        assert!(
+            odd.chars()
+                .all(|c| c.is_ascii_alphanumeric() || c == '-' || c == '_'),
+            "{odd}"
+        );
+        assert_ne!(odd, offload_name("..__etc_passwd"));
+    }
+
+    #[test]
+    fn the_summary_message_is_tagged() {
+        let m = summary_message("s", 3, None);
+        assert_eq!(m.source.as_deref(), Some("summarization"));
     }
 
     #[test]
