@@ -107,6 +107,23 @@ pub fn backend(root: &Path, memories: Option<&SharedStore>) -> Result<SharedBack
     for prefix in STATE_PREFIXES {
         composite = composite.route(prefix, StateBackend::new());
     }
+    if let Some(dir) = std::env::var_os("HOME")
+        .filter(|h| !h.is_empty())
+        .map(|h| PathBuf::from(h).join(USER_SKILLS_DIR))
+        .filter(|d| d.is_dir())
+    {
+        match cairn_deep::FilesystemBackend::new(&dir) {
+            Ok(fs) => composite = composite.route(USER_SKILLS_PREFIX, fs),
+            Err(e) => eprintln!(
+                "{}",
+                Style::for_stderr().warn(&format!(
+                    "cairn: not loading skills from {}: {}",
+                    sanitize(&dir.display().to_string()),
+                    sanitize(&e.to_string())
+                ))
+            ),
+        }
+    }
     if let Some(store) = memories {
         composite = composite.route(
             MEMORIES_PREFIX,
@@ -131,8 +148,27 @@ pub fn build_agent(client: Arc<dyn ChatClient>, setup: &AgentSetup) -> Result<Ag
         .backend(backend)
         .profile(setup.profile.clone())
         .loop_config(loop_config);
+    let home = std::env::var_os("HOME")
+        .filter(|h| !h.is_empty())
+        .map(PathBuf::from);
+    let mut prompt = vec![environment_section(&setup.root)];
+    if let Some(docs) = agents_md_above_root(&setup.root, home.as_deref()) {
+        prompt.push(docs);
+    }
     if setup.memories.is_some() {
-        b = b.system_prompt(MEMORIES_PROMPT);
+        prompt.push(MEMORIES_PROMPT.to_owned());
+    }
+    b = b.system_prompt(prompt.join("\n\n"));
+    // Skills: the user's (`~/.config/cairn/skills/`, routed into the backend) first, then the
+    // project's (`.cairn/skills/`), so a project skill of the same name wins.
+    if home
+        .as_deref()
+        .is_some_and(|h| h.join(USER_SKILLS_DIR).is_dir())
+    {
+        b = b.skills(USER_SKILLS_PREFIX);
+    }
+    if setup.root.join(".cairn/skills").is_dir() {
+        b = b.skills("/.cairn/skills/");
     }
     if setup.profile.excluded_tools.contains("task") {
         b = b.general_purpose_subagent(false);
@@ -164,6 +200,203 @@ pub fn build_agent(client: Arc<dyn ChatClient>, setup: &AgentSetup) -> Result<Ag
         b = b.approval_handler(Arc::clone(handler));
     }
     b.build().map_err(|e| anyhow!("{e}"))
+}
+
+/// The user's skills directory, under `$HOME`.
+pub const USER_SKILLS_DIR: &str = ".config/cairn/skills";
+
+/// Where the user's skills directory appears in the agent's file system.
+pub const USER_SKILLS_PREFIX: &str = "/.cairn/user-skills/";
+
+/// The user-level AGENTS.md, under `$HOME`.
+pub const USER_AGENTS_MD: &str = ".config/cairn/AGENTS.md";
+
+/// The most bytes of AGENTS.md text put into the system prompt from outside the root (the
+/// user's file and the repository's directories above the root), as codex's
+/// `project_doc_max_bytes`; the rest is cut with a note.
+pub const AGENTS_MD_MAX_BYTES: usize = 32 * 1024;
+
+/// How long `git status` may take before the prompt says the state is unknown.
+const GIT_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(2);
+
+/// A few lines telling the model where it is: the working directory, whether it is in a git
+/// repository (branch; clean or with uncommitted changes), the OS and today's date (UTC).
+pub fn environment_section(root: &Path) -> String {
+    let root = root.canonicalize().unwrap_or_else(|_| root.to_path_buf());
+    let git = match git_status(&root) {
+        GitState::None => "not a git repository".to_owned(),
+        GitState::Repo { branch, dirty } => {
+            let branch = branch.map_or("a detached HEAD".to_owned(), |b| format!("branch `{b}`"));
+            match dirty {
+                Some(true) => format!("a git repository, on {branch}, with uncommitted changes"),
+                Some(false) => format!("a git repository, on {branch}, clean"),
+                None => format!("a git repository, on {branch}"),
+            }
+        }
+    };
+    format!(
+        "## Environment\n- Working directory: {}\n- It is {git}.\n- OS: {} ({})\n- Date: {} (UTC)",
+        root.display(),
+        std::env::consts::OS,
+        std::env::consts::ARCH,
+        utc_date()
+    )
+}
+
+/// What [`environment_section`] says about git.
+#[derive(Debug, Clone, PartialEq, Eq)]
+enum GitState {
+    None,
+    Repo {
+        /// `None` on a detached HEAD.
+        branch: Option<String>,
+        /// `None` when `git` could not tell in time.
+        dirty: Option<bool>,
+    },
+}
+
+/// The repository root above or at `dir`: the nearest directory holding `.git`.
+fn repo_root(dir: &Path) -> Option<PathBuf> {
+    dir.ancestors()
+        .find(|d| d.join(".git").exists())
+        .map(Path::to_path_buf)
+}
+
+fn git_status(root: &Path) -> GitState {
+    let Some(repo) = repo_root(root) else {
+        return GitState::None;
+    };
+    if let Some(out) = run_git(root) {
+        let mut lines = out.lines();
+        let branch = lines
+            .next()
+            .and_then(|l| l.strip_prefix("## "))
+            .and_then(|l| {
+                let name = l.split("...").next().unwrap_or(l).trim();
+                let name = name.strip_prefix("No commits yet on ").unwrap_or(name);
+                (!name.starts_with("HEAD (no branch)")).then(|| name.to_owned())
+            });
+        return GitState::Repo {
+            branch,
+            dirty: Some(lines.any(|l| !l.trim().is_empty())),
+        };
+    }
+    // No git, or it was too slow: the branch from `.git/HEAD`.
+    let head = std::fs::read_to_string(repo.join(".git/HEAD")).unwrap_or_default();
+    GitState::Repo {
+        branch: head
+            .trim()
+            .strip_prefix("ref: refs/heads/")
+            .map(str::to_owned),
+        dirty: None,
+    }
+}
+
+/// `git status --porcelain --branch` in `dir`, or `None` when git is missing, fails or takes
+/// longer than [`GIT_TIMEOUT`].
+fn run_git(dir: &Path) -> Option<String> {
+    use std::io::Read;
+    let mut child = std::process::Command::new("git")
+        .arg("-C")
+        .arg(dir)
+        .args([
+            "status",
+            "--porcelain=v1",
+            "--branch",
+            "--untracked-files=normal",
+        ])
+        .env("GIT_OPTIONAL_LOCKS", "0")
+        .stdin(std::process::Stdio::null())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .ok()?;
+    let start = Instant::now();
+    loop {
+        match child.try_wait() {
+            Ok(Some(status)) if status.success() => break,
+            Ok(Some(_)) | Err(_) => return None,
+            Ok(None) if start.elapsed() > GIT_TIMEOUT => {
+                let _ = child.kill();
+                let _ = child.wait();
+                return None;
+            }
+            Ok(None) => std::thread::sleep(std::time::Duration::from_millis(10)),
+        }
+    }
+    let mut out = String::new();
+    child.stdout.take()?.read_to_string(&mut out).ok()?;
+    Some(out)
+}
+
+/// Today's date in UTC, `YYYY-MM-DD`.
+fn utc_date() -> String {
+    let secs = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_secs());
+    let z = (secs / 86_400) as i64 + 719_468;
+    // Howard Hinnant's civil_from_days.
+    let era = z.div_euclid(146_097);
+    let doe = z.rem_euclid(146_097);
+    let yoe = (doe - doe / 1_460 + doe / 36_524 - doe / 146_096) / 365;
+    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
+    let mp = (5 * doy + 2) / 153;
+    let d = doy - (153 * mp + 2) / 5 + 1;
+    let m = if mp < 10 { mp + 3 } else { mp - 9 };
+    let y = yoe + era * 400 + i64::from(m <= 2);
+    format!("{y:04}-{m:02}-{d:02}")
+}
+
+/// The AGENTS.md files the file tools cannot reach, as codex discovers them, for the system
+/// prompt: the user's `~/.config/cairn/AGENTS.md`, then those of the repository root and every
+/// directory below it down to (not including) the root — the root's own `AGENTS.md` is loaded
+/// as memory ([`agents_md`]). At most [`AGENTS_MD_MAX_BYTES`] in all; `None` when there are
+/// none.
+pub fn agents_md_above_root(root: &Path, home: Option<&Path>) -> Option<String> {
+    let root = root.canonicalize().unwrap_or_else(|_| root.to_path_buf());
+    let mut files: Vec<PathBuf> = home.map(|h| h.join(USER_AGENTS_MD)).into_iter().collect();
+    if let Some(repo) = repo_root(&root) {
+        let mut dirs: Vec<&Path> = root
+            .ancestors()
+            .skip(1)
+            .take_while(|d| d.starts_with(&repo))
+            .collect();
+        dirs.reverse();
+        files.extend(dirs.iter().map(|d| d.join("AGENTS.md")));
+    }
+    let mut budget = AGENTS_MD_MAX_BYTES;
+    let mut out = String::new();
+    for path in files {
+        let Ok(text) = std::fs::read_to_string(&path) else {
+            continue;
+        };
+        let text = text.trim();
+        if text.is_empty() {
+            continue;
+        }
+        if budget == 0 {
+            out.push_str(&format!(
+                "\n(Not included, over the size cap: {})\n",
+                path.display()
+            ));
+            continue;
+        }
+        let mut cut = text.len().min(budget);
+        while !text.is_char_boundary(cut) {
+            cut -= 1;
+        }
+        budget -= cut;
+        out.push_str(&format!("\nFrom {}:\n{}\n", path.display(), &text[..cut]));
+        if cut < text.len() {
+            out.push_str("(… cut: AGENTS.md text is capped at 32 KiB)\n");
+        }
+    }
+    (!out.is_empty()).then(|| {
+        format!(
+            "## Instructions from AGENTS.md\nFollow these; files nearer the working directory win when they disagree.\n{}",
+            out.trim_end()
+        )
+    })
 }
 
 /// Whether `root/AGENTS.md` should be loaded as memory: `Ok(true)` for a file inside the root,

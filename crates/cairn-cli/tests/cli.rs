@@ -376,3 +376,77 @@ fn subagent_activity_is_indented() {
         .stdout(predicate::str::contains("Main done."))
         .stdout(predicate::str::contains("4 steps · 2 tool calls"));
 }
+
+/// Issue #15 item 6: the system prompt says where the agent works (directory, git branch and
+/// state, OS, date), carries AGENTS.md from the user's config and the repository down to the
+/// working directory, and lists skills from `~/.config/cairn/skills/` and `.cairn/skills/`.
+#[test]
+fn the_system_prompt_tells_the_model_where_it_is() {
+    let server = FakeOpenAI::start(|_| Reply::Text("fine".into()));
+    let home = tempfile::tempdir().unwrap();
+    let repo = tempfile::tempdir().unwrap();
+    let git = |args: &[&str]| {
+        std::process::Command::new("git")
+            .arg("-C")
+            .arg(repo.path())
+            .args(args)
+            .output()
+            .is_ok_and(|o| o.status.success())
+    };
+    let has_git = git(&["init", "-q", "-b", "trunk-15"]);
+    if !has_git {
+        std::fs::create_dir_all(repo.path().join(".git")).unwrap();
+        std::fs::write(repo.path().join(".git/HEAD"), "ref: refs/heads/trunk-15\n").unwrap();
+    }
+    let work = repo.path().join("pkg/app");
+    std::fs::create_dir_all(work.join(".cairn/skills/deploy")).unwrap();
+    std::fs::write(
+        work.join(".cairn/skills/deploy/SKILL.md"),
+        "---\nname: deploy\ndescription: PROJECT-SKILL ships the app.\n---\nsteps\n",
+    )
+    .unwrap();
+    std::fs::create_dir_all(home.path().join(".config/cairn/skills/review")).unwrap();
+    std::fs::write(
+        home.path().join(".config/cairn/skills/review/SKILL.md"),
+        "---\nname: review\ndescription: USER-SKILL reviews a diff.\n---\nsteps\n",
+    )
+    .unwrap();
+    std::fs::write(home.path().join(".config/cairn/AGENTS.md"), "USER-DOC").unwrap();
+    std::fs::write(repo.path().join("AGENTS.md"), "REPO-DOC").unwrap();
+    std::fs::write(repo.path().join("pkg/AGENTS.md"), "PKG-DOC").unwrap();
+    std::fs::write(work.join("AGENTS.md"), "ROOT-DOC").unwrap();
+    cairn(&server, &work)
+        .env("HOME", home.path())
+        .args(["run", "-y", "-m", "openai:fake", "hello"])
+        .assert()
+        .success();
+    let body = &server.bodies()[0];
+    let system = body["messages"][0]["content"].as_str().unwrap().to_owned();
+    assert_eq!(body["messages"][0]["role"], "system");
+    let work = work.canonicalize().unwrap();
+    assert!(
+        system.contains(&format!("- Working directory: {}", work.display())),
+        "{system}"
+    );
+    assert!(system.contains("on branch `trunk-15`"), "{system}");
+    if has_git {
+        // The untracked files make it dirty.
+        assert!(system.contains("with uncommitted changes"), "{system}");
+    }
+    assert!(
+        system.contains(&format!("- OS: {}", std::env::consts::OS)),
+        "{system}"
+    );
+    assert!(system.contains("- Date: 20"), "{system}");
+    // User-level first, then the repository root down to the working directory.
+    let at = |s: &str| {
+        system
+            .find(s)
+            .unwrap_or_else(|| panic!("{s} missing: {system}"))
+    };
+    assert!(at("USER-DOC") < at("REPO-DOC"));
+    assert!(at("REPO-DOC") < at("PKG-DOC"));
+    assert!(at("PKG-DOC") < at("ROOT-DOC"));
+    assert!(system.contains("USER-SKILL"), "{system}");
+    assert!(system.contains("PROJECT-SKILL"), "{system}");
+}
