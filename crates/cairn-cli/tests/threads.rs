@@ -253,8 +253,25 @@ fn last_transcript(server: &FakeOpenAI, dir: &Path, db: &Path) -> Value {
 #[test]
 fn sigkill_at_twenty_points_then_resume_gives_the_uninterrupted_transcript() {
     const STEPS: usize = 8;
+    // The server can hold one request (by its number) until the test releases it: the kill
+    // then always lands inside the run, however fast or slow the machine is.
+    let served = Arc::new(std::sync::atomic::AtomicUsize::new(0));
+    let hold_at = Arc::new(std::sync::atomic::AtomicUsize::new(usize::MAX));
+    let release = Arc::new(AtomicBool::new(false));
+    let (n, h, r) = (
+        Arc::clone(&served),
+        Arc::clone(&hold_at),
+        Arc::clone(&release),
+    );
     // Each step appends its own line with a command, then the model answers.
-    let server = FakeOpenAI::start(|body| {
+    let server = FakeOpenAI::start(move |body| {
+        let this = n.fetch_add(1, Ordering::SeqCst) + 1;
+        if this == h.load(Ordering::SeqCst) {
+            let until = Instant::now() + Duration::from_secs(30);
+            while !r.load(Ordering::SeqCst) && Instant::now() < until {
+                std::thread::sleep(Duration::from_millis(2));
+            }
+        }
         let k = tool_results(body);
         if k < STEPS {
             Reply::Call(
@@ -277,26 +294,26 @@ fn sigkill_at_twenty_points_then_resume_gives_the_uninterrupted_transcript() {
 
     let mut points = 0;
     let mut cut = 0;
-    for request in 1..=STEPS + 1 {
+    // Kill points: after model request `request` arrived, plus 0, 2 or 4 ms (during the reply,
+    // the command, the commits), with request `request + 1` held so the run cannot finish first.
+    for request in 1..=STEPS {
         for delay_ms in [0u64, 2, 4] {
-            if points == 24 {
-                break;
-            }
             points += 1;
             let dir = tempfile::tempdir().unwrap();
             let db = dir.path().join("t.db");
-            let before = server.bodies().len();
+            let before = served.load(Ordering::SeqCst);
+            release.store(false, Ordering::SeqCst);
+            hold_at.store(before + request + 1, Ordering::SeqCst);
             let mut child = run_in(dir.path(), &db);
             let deadline = Instant::now() + Duration::from_secs(30);
-            while server.bodies().len() < before + request && Instant::now() < deadline {
-                if child.try_wait().unwrap().is_some() {
-                    break;
-                }
+            while served.load(Ordering::SeqCst) < before + request && Instant::now() < deadline {
                 std::thread::sleep(Duration::from_micros(200));
             }
             std::thread::sleep(Duration::from_millis(delay_ms));
             let _ = child.kill();
             child.wait().unwrap();
+            hold_at.store(usize::MAX, Ordering::SeqCst);
+            release.store(true, Ordering::SeqCst);
             let at_kill = last_transcript(&server, dir.path(), &db);
             let committed = at_kill["messages"]
                 .as_array()
@@ -347,11 +364,8 @@ fn sigkill_at_twenty_points_then_resume_gives_the_uninterrupted_transcript() {
             }
         }
     }
-    assert!(points >= 20);
-    assert!(
-        cut >= 20,
-        "only {cut} of {points} kills landed inside the run"
-    );
+    assert_eq!(points, 24);
+    assert_eq!(cut, points, "every kill landed inside the run");
 }
 
 /// `cairn run` without a terminal pauses on `write_file`; returns the interrupt events.
