@@ -289,10 +289,17 @@ mod tests {
         ]);
         assert!(remote_client("anthropic:m", &s).is_ok());
         assert!(remote_client("gemini:m", &s).is_ok());
+        // The seed's spelling of Gemini (LangChain's provider name) is an alias.
+        let c = remote_client("google_genai:gemini-2.5-flash", &s).unwrap();
+        assert_eq!(c.describe(), "gemini:gemini-2.5-flash");
         assert!(remote_client("ollama:m", &none).is_ok());
         let c = remote_client("openai:m", &s).unwrap();
         assert_eq!(c.describe(), "openai:m");
-        assert!(remote_client("nosuch:m", &s).is_err());
+        let e = remote_client("nosuch:m", &s).err().unwrap().to_string();
+        assert!(
+            e.contains("openai, ollama, anthropic, gemini (alias google_genai)"),
+            "{e}"
+        );
     }
 
     #[test]

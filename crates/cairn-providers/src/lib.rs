@@ -56,6 +56,7 @@ pub use http_options::HttpOptions;
 pub use openai::{Api, OpenAIClient, OpenAIClientBuilder};
 pub use redact::redact_url;
 pub use resolve::{
-    ResolveOptions, client_for_model, client_for_model_with, known_providers, parse_model_spec,
+    PROVIDER_ALIASES, ResolveOptions, client_for_model, client_for_model_with, known_providers,
+    parse_model_spec,
 };
 pub use transport::{ApiKey, RetryPolicy};

@@ -22,6 +22,11 @@ pub const PROVIDERS: &[(&str, ProviderFactory)] = &[
     ("gemini", gemini),
 ];
 
+/// Other names of known providers, as other frameworks spell them: `(alias, provider)`.
+/// `google_genai` is LangChain's name for the Gemini API (`init_chat_model("google_genai:…")`,
+/// used by Deep Agents' samples).
+pub const PROVIDER_ALIASES: &[(&str, &str)] = &[("google_genai", "gemini")];
+
 static PROCESS_ENV: fn(&str) -> Option<String> = crate::transport::process_env;
 
 /// Where [`client_for_model_with`] reads its settings: the variables (keys, base URLs, models,
@@ -79,6 +84,26 @@ pub fn known_providers() -> impl Iterator<Item = &'static str> {
     PROVIDERS.iter().map(|(name, _)| *name)
 }
 
+/// The known providers and their aliases, for error messages:
+/// `openai, ollama, anthropic, gemini (alias google_genai)`.
+fn known_list() -> String {
+    known_providers()
+        .map(|name| {
+            let aliases: Vec<&str> = PROVIDER_ALIASES
+                .iter()
+                .filter(|(_, to)| *to == name)
+                .map(|(alias, _)| *alias)
+                .collect();
+            if aliases.is_empty() {
+                name.to_owned()
+            } else {
+                format!("{name} (alias {})", aliases.join(", "))
+            }
+        })
+        .collect::<Vec<_>>()
+        .join(", ")
+}
+
 /// Splits `provider:model` into its two parts (both non-empty, trimmed).
 pub fn parse_model_spec(spec: &str) -> Result<(&str, &str), ChatError> {
     match spec.split_once(':') {
@@ -87,7 +112,7 @@ pub fn parse_model_spec(spec: &str) -> Result<(&str, &str), ChatError> {
             ChatErrorKind::Config,
             format!(
                 "model {spec:?} is not of the form provider:model (e.g. openai:gpt-4.1); known providers: {}",
-                known_providers().collect::<Vec<_>>().join(", ")
+                known_list()
             ),
         )),
     }
@@ -103,6 +128,7 @@ pub fn parse_model_spec(spec: &str) -> Result<(&str, &str), ChatError> {
 ///   `ANTHROPIC_BASE_URL` (see [`AnthropicClient::from_env`](crate::AnthropicClient::from_env)).
 /// - `gemini:<model>`: the Gemini API, configured from `GEMINI_API_KEY` or `GOOGLE_API_KEY`
 ///   (one is required) and `GEMINI_BASE_URL` (see [`GeminiClient::from_env`](crate::GeminiClient::from_env)).
+///   `google_genai:<model>` is the same ([`PROVIDER_ALIASES`]).
 ///
 /// Every provider also reads the timeouts `CAIRN_CONNECT_TIMEOUT`, `CAIRN_TIMEOUT` and
 /// `CAIRN_IDLE_TIMEOUT` (see [`HttpOptions`]). Anything else fails with
@@ -139,13 +165,17 @@ pub fn client_for_model_with(
 ) -> Result<Arc<dyn ChatClient>, ChatError> {
     let (provider, model) = parse_model_spec(spec)?;
     let provider_lc = provider.to_ascii_lowercase();
-    match PROVIDERS.iter().find(|(name, _)| *name == provider_lc) {
+    let name = PROVIDER_ALIASES
+        .iter()
+        .find(|(alias, _)| *alias == provider_lc)
+        .map_or(provider_lc.as_str(), |(_, to)| *to);
+    match PROVIDERS.iter().find(|(n, _)| *n == name) {
         Some((_, factory)) => factory(model, options),
         None => Err(ChatError::new(
             ChatErrorKind::Config,
             format!(
                 "unknown model provider {provider:?} in {spec:?}; known providers: {}",
-                known_providers().collect::<Vec<_>>().join(", ")
+                known_list()
             ),
         )),
     }
@@ -247,6 +277,36 @@ mod tests {
         assert_eq!(e.kind(), ChatErrorKind::Config);
         assert!(e.message().contains("openai") && e.message().contains("ollama"));
         assert!(e.message().contains("anthropic") && e.message().contains("gemini"));
+    }
+
+    #[test]
+    fn google_genai_is_gemini() {
+        let vars = |k: &str| (k == "GOOGLE_API_KEY").then(|| "k".to_owned());
+        let o = ResolveOptions::new().lookup(&vars);
+        let c = client_for_model_with("google_genai:gemini-2.5-flash", &o).unwrap();
+        assert_eq!(c.describe(), "gemini:gemini-2.5-flash");
+        let c = client_for_model_with("Google_GenAI:gemini-2.5-flash", &o).unwrap();
+        assert_eq!(c.describe(), "gemini:gemini-2.5-flash");
+        // Without a key the alias fails as gemini: does, naming the variables.
+        let none = |_: &str| None;
+        let e = client_for_model_with("google_genai:m", &ResolveOptions::new().lookup(&none))
+            .err()
+            .unwrap();
+        assert!(e.message().contains("GEMINI_API_KEY"), "{}", e.message());
+    }
+
+    #[test]
+    fn unknown_provider_lists_the_aliases_too() {
+        let e = client_for_model("googl:m").err().unwrap();
+        assert!(
+            e.message().contains(
+                "known providers: openai, ollama, anthropic, gemini (alias google_genai)"
+            ),
+            "{}",
+            e.message()
+        );
+        let e = parse_model_spec("gemini-2.5").err().unwrap();
+        assert!(e.message().contains("google_genai"), "{}", e.message());
     }
 
     #[test]
