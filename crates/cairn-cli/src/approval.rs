@@ -1,4 +1,4 @@
-//! Asking the user in the terminal before a file write, a file edit or a command.
+//! Asking the user in the terminal before a file write, a file edit, a delete or a command.
 //!
 //! The questions go to stderr and the answers come from stdin, one at a time (calls of one turn
 //! that run concurrently wait for each other). When stdin is not a terminal nobody can answer,
@@ -30,7 +30,7 @@ use serde_json::Value;
 use crate::render::{Style, expand_tabs, has_unsafe_chars, lines, one_line, sanitize, thousands};
 
 /// The tools that need approval unless `--yes` is given.
-pub const GUARDED_TOOLS: &[&str] = &["write_file", "edit_file", "execute"];
+pub const GUARDED_TOOLS: &[&str] = &["write_file", "edit_file", "delete", "execute"];
 
 /// Lines of a long text shown before the hidden part.
 pub const HEAD_LINES: usize = 20;
@@ -92,7 +92,7 @@ impl ApprovalHandler for TerminalApprover {
                 eprintln!(
                     "{}",
                     self.style.warn(&format!(
-                        "cairn: rejected {} ({}): stdin is not a terminal, so cairn cannot ask; run with --yes to allow file writes, edits and commands",
+                        "cairn: rejected {} ({}): stdin is not a terminal, so cairn cannot ask; run with --yes to allow file writes, edits, deletes and commands",
                         one_line(&request.tool, 100),
                         describe(request)
                     ))
@@ -124,16 +124,28 @@ fn str_arg<'a>(r: &'a ApprovalRequest, k: &str) -> Option<&'a str> {
     r.arguments.get(k).and_then(Value::as_str)
 }
 
+/// The key holding a file tool's path: `file_path`, or its alias `path` when only that is
+/// given.
+fn path_key(r: &ApprovalRequest) -> &'static str {
+    if r.arguments.get("file_path").is_none() && r.arguments.get("path").is_some() {
+        "path"
+    } else {
+        "file_path"
+    }
+}
+
 /// One line saying what the call would do (sanitized, possibly cut: for notes, not for the
 /// question itself).
 pub fn describe(r: &ApprovalRequest) -> String {
     let s = |k: &str| str_arg(r, k).unwrap_or("?");
+    let path = s(path_key(r));
     match r.tool.as_str() {
         "write_file" => {
             let n = s("content").lines().count();
-            format!("create {} ({})", one_line(s("path"), 200), lines(n))
+            format!("create {} ({})", one_line(path, 200), lines(n))
         }
-        "edit_file" => format!("edit {}", one_line(s("path"), 200)),
+        "edit_file" => format!("edit {}", one_line(path, 200)),
+        "delete" => format!("delete {}", one_line(path, 200)),
         "execute" => format!("run `{}`", one_line(s("command"), 100)),
         _ => format!(
             "{} {}",
@@ -302,7 +314,8 @@ pub fn render_request(r: &ApprovalRequest, width: usize, full: bool) -> Shown {
     };
     let args = &r.arguments;
     let tool = one_line(&r.tool, 100);
-    let path = str_arg(r, "path");
+    let path_key = path_key(r);
+    let path = str_arg(r, path_key);
     match (r.tool.as_str(), args) {
         ("execute", Value::Object(_)) if str_arg(r, "command").is_some() => {
             let command = str_arg(r, "command").unwrap_or_default();
@@ -345,7 +358,7 @@ pub fn render_request(r: &ApprovalRequest, width: usize, full: bool) -> Shown {
                     }
                 }
             }
-            b.extra(args, &["path", "content"]);
+            b.extra(args, &[path_key, "content"]);
         }
         ("edit_file", Value::Object(_)) if path.is_some() => {
             let all = args.get("replace_all").and_then(Value::as_bool) == Some(true);
@@ -383,7 +396,18 @@ pub fn render_request(r: &ApprovalRequest, width: usize, full: bool) -> Shown {
             {
                 b.argument("replace_all", v);
             }
-            b.extra(args, &["path", "old_string", "new_string", "replace_all"]);
+            b.extra(args, &[path_key, "old_string", "new_string", "replace_all"]);
+        }
+        ("delete", Value::Object(_)) if path.is_some() => {
+            b.out.lines.push(format!(
+                "? approve: delete {}",
+                one_line(path.unwrap_or_default(), 400)
+            ));
+            // cairn cannot tell here whether it is a directory, so the question says both.
+            b.out.lines.push(
+                "    a file is deleted; a directory is deleted with everything in it".to_owned(),
+            );
+            b.extra(args, &[path_key]);
         }
         (_, Value::Object(map)) => {
             b.out.lines.push(format!("? approve: {tool}"));
@@ -583,6 +607,35 @@ mod tests {
 
     fn text(s: &Shown) -> String {
         s.lines.join("\n")
+    }
+
+    #[test]
+    fn a_delete_is_guarded_and_shown_plainly() {
+        assert!(GUARDED_TOOLS.contains(&"delete"));
+        let r = req("delete", json!({"file_path": "/src/old"}));
+        let shown = text(&render_request(&r, 80, false));
+        assert_eq!(
+            shown,
+            "? approve: delete /src/old\n    a file is deleted; a directory is deleted with everything in it"
+        );
+        assert_eq!(describe(&r), "delete /src/old");
+        // The alias `path` works the same; an unexpected argument is shown.
+        let r = req("delete", json!({"path": "/a\u{1b}[2J.md", "force": true}));
+        let shown = text(&render_request(&r, 80, false));
+        assert!(
+            shown.starts_with("? approve: delete /a\\x1b[2J.md\n"),
+            "{shown}"
+        );
+        assert!(shown.contains("also given: force"), "{shown}");
+        // write_file with file_path shows the path as with path.
+        let r = req(
+            "write_file",
+            json!({"file_path": "/n.md", "content": "x\n"}),
+        );
+        assert!(
+            text(&render_request(&r, 80, false))
+                .starts_with("? approve: create /n.md (1 line, 2 bytes)")
+        );
     }
 
     #[test]

@@ -12,8 +12,8 @@ const LONG_ABOUT: &str = "\
 Run a deep agent on the files of a directory.
 
 The agent plans with a todo list, reads, writes and edits files under the working directory \
-(--root, default: the current directory) and runs shell commands there. Before it writes a file, \
-edits a file or runs a command, cairn shows the whole call (control characters escaped) and asks \
+(--root, default: the current directory) and runs shell commands there. Before it writes, edits or \
+deletes a file or runs a command, cairn shows the whole call (control characters escaped) and asks \
 you to approve, edit or reject it (--yes skips the questions). Without a terminal to ask on, \
 the run pauses before such a call (exit status 4) until `cairn resume` gives the decision. Commands run as you, with your permissions: they are not confined \
 to the directory.
@@ -85,7 +85,7 @@ pub struct GlobalArgs {
     )]
     pub model: Option<String>,
 
-    /// Allow every file write, edit and command without asking.
+    /// Allow every file write, edit, delete and command without asking.
     #[arg(long, short = 'y', global = true)]
     pub yes: bool,
 

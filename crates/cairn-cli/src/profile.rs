@@ -43,7 +43,11 @@ pub const LOCAL_TOOL_DESCRIPTIONS: &[(&str, &str)] = &[
         "edit_file",
         "Replace old_string (exact text, without line numbers) with new_string in a file.",
     ),
-    ("grep", "Search file contents with a regular expression."),
+    ("delete", "Delete a file or directory."),
+    (
+        "grep",
+        "Search file contents for exact text (regex true for a regular expression).",
+    ),
     (
         "execute",
         "Run a shell command in the project directory; returns output and exit code.",

@@ -560,12 +560,14 @@ fn call_summary_raw(name: &str, arguments: &str, max: usize) -> String {
     let name = one_line(name, 100);
     let args: Value = serde_json::from_str(arguments).unwrap_or(Value::Null);
     let s = |k: &str| args.get(k).and_then(Value::as_str);
+    // The file tools take `file_path` (`path` is its alias); `ls` takes `path`.
+    let file = s("file_path").or_else(|| s("path"));
     let short = match name.as_str() {
-        "write_file" => s("path").map(|p| {
+        "write_file" => file.map(|p| {
             let n = s("content").map_or(0, |c| c.lines().count());
             format!("{} ({})", one_line(p, max), lines(n))
         }),
-        "edit_file" | "read_file" | "ls" => s("path").map(|p| one_line(p, max)),
+        "edit_file" | "read_file" | "delete" | "ls" => file.map(|p| one_line(p, max)),
         "execute" => s("command").map(|c| format!("$ {}", one_line(c, max))),
         "grep" | "glob" => s("pattern").map(|p| match s("path") {
             Some(path) => format!("{p:?} in {}", one_line(path, max)),
@@ -660,6 +662,18 @@ mod tests {
         assert_eq!(
             call_summary("write_file", r#"{"path":"/a.py","content":"x\ny\n"}"#, 100),
             "write_file /a.py (2 lines)"
+        );
+        assert_eq!(
+            call_summary(
+                "write_file",
+                r#"{"file_path":"/a.py","content":"x\n"}"#,
+                100
+            ),
+            "write_file /a.py (1 line)"
+        );
+        assert_eq!(
+            call_summary("delete", r#"{"file_path":"/old"}"#, 100),
+            "delete /old"
         );
         assert_eq!(
             call_summary("execute", r#"{"command":"ls -la"}"#, 100),

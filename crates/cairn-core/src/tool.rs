@@ -199,6 +199,12 @@ pub struct ToolSpec {
     /// Whether calls may overlap other calls of the same turn (never sent to the model).
     #[serde(default, skip_serializing_if = "Concurrency::is_parallel")]
     pub concurrency: Concurrency,
+    /// Other names the tool accepts for its arguments, as `(alias, argument)`: what its
+    /// deserializer takes besides the schema's names (`#[serde(alias)]`), so that an edited
+    /// call ([`check_arguments`](Self::check_arguments)) may use them too. Never sent to the
+    /// model, and not serialized.
+    #[serde(skip)]
+    pub argument_aliases: Vec<(String, String)>,
 }
 
 impl ToolSpec {
@@ -214,6 +220,56 @@ impl ToolSpec {
             parameters: parameters.into(),
             approval_mode: ApprovalMode::NeverRequire,
             concurrency: Concurrency::Parallel,
+            argument_aliases: Vec::new(),
+        }
+    }
+
+    /// Accepts `alias` for argument `argument` (see [`argument_aliases`](Self::argument_aliases)).
+    #[must_use]
+    pub fn with_argument_alias(
+        mut self,
+        alias: impl Into<String>,
+        argument: impl Into<String>,
+    ) -> Self {
+        self.argument_aliases.push((alias.into(), argument.into()));
+        self
+    }
+
+    /// Checks arguments (an edited call's) against the schema with
+    /// [`crate::interrupt::check_arguments`], an alias standing for its argument.
+    ///
+    /// ```
+    /// use cairn_core::ToolSpec;
+    /// use serde_json::json;
+    /// let schema = json!({"type": "object", "properties": {"file_path": {"type": "string"}},
+    ///     "required": ["file_path"], "additionalProperties": false});
+    /// let spec = ToolSpec::new("read_file", "Read a file.", schema)
+    ///     .with_argument_alias("path", "file_path");
+    /// assert!(spec.check_arguments(&json!({"path": "/a"})).is_ok());
+    /// assert!(spec.check_arguments(&json!({"file_path": "/a"})).is_ok());
+    /// assert!(spec.check_arguments(&json!({"path": 1})).is_err());
+    /// assert!(spec.check_arguments(&json!({"other": "/a"})).is_err());
+    /// ```
+    pub fn check_arguments(&self, arguments: &serde_json::Value) -> Result<(), String> {
+        let schema = self.parameters.value();
+        match arguments {
+            serde_json::Value::Object(obj)
+                if self
+                    .argument_aliases
+                    .iter()
+                    .any(|(alias, _)| obj.contains_key(alias)) =>
+            {
+                let mut obj = obj.clone();
+                for (alias, name) in &self.argument_aliases {
+                    if !obj.contains_key(name)
+                        && let Some(v) = obj.remove(alias)
+                    {
+                        obj.insert(name.clone(), v);
+                    }
+                }
+                crate::interrupt::check_arguments(schema, &serde_json::Value::Object(obj))
+            }
+            _ => crate::interrupt::check_arguments(schema, arguments),
         }
     }
 

@@ -4,8 +4,10 @@
 use crate::backend::{FileInfo, GrepMatch, GrepResult};
 use crate::error::BackendError;
 
-/// Lines `read_file` returns when no `limit` is given.
-pub const DEFAULT_READ_LIMIT: usize = 200;
+/// Lines `read_file` returns when no `limit` is given (Deep Agents' default too); a page is
+/// also capped at about [`MAX_READ_CHARS`], so a file of very long lines cannot flood the
+/// context.
+pub const DEFAULT_READ_LIMIT: usize = 100;
 /// Longer lines are split into continuation rows numbered `N.1`, `N.2`, …
 pub const MAX_LINE_CHARS: usize = 2_000;
 /// A page stops early when its rows pass this many characters.
@@ -229,9 +231,11 @@ pub fn render_glob(pattern: &str, base: &str, paths: &[String]) -> String {
 )]
 #[serde(rename_all = "snake_case")]
 pub enum GrepOutput {
-    /// Paths of matching files.
+    /// Paths of matching files (`"files_with_matches"`, as Deep Agents and ripgrep name it;
+    /// `"files"` is accepted too).
     #[default]
-    Files,
+    #[serde(alias = "files")]
+    FilesWithMatches,
     /// `path:line:text` rows.
     Content,
     /// `path:count` rows.
@@ -244,7 +248,7 @@ pub fn render_grep(result: &GrepResult, mode: GrepOutput, cap: usize) -> String 
         return "No matches found.".to_owned();
     }
     let mut out = match mode {
-        GrepOutput::Files => {
+        GrepOutput::FilesWithMatches => {
             let mut files: Vec<&str> = Vec::new();
             for m in &result.matches {
                 if files.last() != Some(&m.path.as_str()) && !files.contains(&m.path.as_str()) {
@@ -282,7 +286,7 @@ pub fn render_grep(result: &GrepResult, mode: GrepOutput, cap: usize) -> String 
         }
     };
     if result.truncated {
-        let what = if mode == GrepOutput::Files {
+        let what = if mode == GrepOutput::FilesWithMatches {
             "files"
         } else {
             "matches"

@@ -130,7 +130,7 @@ async fn routes_by_longest_prefix_and_reports_full_paths() {
     assert_eq!(
         t.ok(
             "grep",
-            json!({"pattern": "note|short|scratch", "output_mode": "content"})
+            json!({"pattern": "note|short|scratch", "regex": true, "output_mode": "content"})
         )
         .await,
         "/memories/deep/x.md:1:deep note\n/memories/prefs.md:1:short answers\n/scratch.md:1:brief scratch"
@@ -175,4 +175,70 @@ async fn a_route_hides_the_default_beneath_it_and_execute_follows_the_default() 
     let shell = cairn_deep::LocalShellBackend::new(dir.path()).unwrap();
     let composite = CompositeBackend::new(shell).route("/memories", StateBackend::new());
     assert!(composite.can_execute());
+}
+
+#[tokio::test]
+async fn delete_goes_to_the_owning_route_and_never_removes_a_route() {
+    let (t, state, mem, _deep) = setup();
+    t.ok(
+        "write_file",
+        json!({"file_path": "/memories/a.md", "content": "a\n"}),
+    )
+    .await;
+    t.ok(
+        "write_file",
+        json!({"file_path": "/notes/n.md", "content": "n\n"}),
+    )
+    .await;
+    assert_eq!(
+        t.ok("delete", json!({"file_path": "/memories/a.md"})).await,
+        "Deleted /memories/a.md"
+    );
+    let ns = ["filesystem".to_string()];
+    assert!(
+        cairn_core::Store::get(&*mem, &ns, "/a.md")
+            .await
+            .unwrap()
+            .is_none()
+    );
+    // Errors carry the full path.
+    assert_eq!(
+        t.err("delete", json!({"file_path": "/memories/a.md"}))
+            .await,
+        "Error: /memories/a.md not found. Use ls or glob to find the right path."
+    );
+    assert_eq!(
+        t.err("delete", json!({"file_path": "/memories"})).await,
+        "Error: invalid path '/memories': it is where separate storage is mounted, and cannot be deleted. Delete the files inside it"
+    );
+    // The default backend's own files are deleted there.
+    assert_eq!(
+        t.ok("delete", json!({"file_path": "/notes"})).await,
+        "Deleted /notes"
+    );
+    assert!(StateBackend::files(t.session.state()).is_empty());
+    let _ = state;
+}
+
+#[tokio::test]
+async fn delete_of_a_directory_holding_a_route_is_refused() {
+    let state = StateBackend::new();
+    let store = Arc::new(InMemoryStore::new());
+    let backend = CompositeBackend::new(state).route(
+        "/work/memories/",
+        StoreBackend::new().with_store(store.clone()),
+    );
+    let rt = BackendRuntime::new();
+    backend.write(&rt, "/work/a.md", "a").await.unwrap();
+    backend
+        .write(&rt, "/work/memories/m.md", "m")
+        .await
+        .unwrap();
+    let e = backend.delete(&rt, "/work").await.unwrap_err();
+    assert!(e.to_string().contains("/work/memories"), "{e}");
+    assert_eq!(backend.read_text(&rt, "/work/a.md").await.unwrap(), "a");
+    assert_eq!(
+        backend.read_text(&rt, "/work/memories/m.md").await.unwrap(),
+        "m"
+    );
 }

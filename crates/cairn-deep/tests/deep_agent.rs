@@ -56,7 +56,7 @@ async fn default_prompt_and_tools_snapshot() {
     let req = &client.requests()[0];
     assert_eq!(
         tool_names(req),
-        names("write_todos ls read_file write_file edit_file glob grep task")
+        names("write_todos ls read_file write_file edit_file delete glob grep task")
     );
     insta::assert_snapshot!("default_system_prompt", instructions(req));
     let task = req.options.tools.iter().find(|t| t.name == "task").unwrap();
@@ -590,7 +590,7 @@ async fn profiles_replace_prompts_override_descriptions_and_exclude_tools() {
     );
     assert_eq!(
         tool_names(req),
-        names("write_todos ls read_file write_file edit_file grep")
+        names("write_todos ls read_file write_file edit_file delete grep")
     );
     assert_eq!(req.options.tools[1].description, "List a folder.");
 }

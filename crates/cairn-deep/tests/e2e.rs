@@ -21,7 +21,7 @@ fn script() -> ScriptedClient {
         )]),
         ChatResponse::tool_calls([(
             "grep",
-            json!({"pattern": "status: \\w+", "output_mode": "content"}),
+            json!({"pattern": "status: \\w+", "regex": true, "output_mode": "content"}),
         )]),
         ChatResponse::text("The draft is done."),
     ])

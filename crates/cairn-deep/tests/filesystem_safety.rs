@@ -158,3 +158,40 @@ async fn writes_create_parents_and_honour_gitignore_in_walks() {
     assert_eq!(hits.matches.len(), 1);
     assert_eq!(hits.matches[0].path, "/a/b/c.txt");
 }
+
+#[cfg(unix)]
+#[tokio::test]
+async fn delete_stays_in_the_root_and_removes_links_not_their_targets() {
+    let (tmp, fs) = fixture();
+    let rt = BackendRuntime::new();
+    let root = fs.root().to_path_buf();
+    let secret = tmp.path().join("outside/secret.txt");
+    // A symlink leading out is removed itself; its target stays.
+    fs.delete(&rt, "/sub/secret_link").await.unwrap();
+    assert!(std::fs::symlink_metadata(root.join("sub/secret_link")).is_err());
+    assert_eq!(std::fs::read_to_string(&secret).unwrap(), "secret");
+    // Nothing through a symlink out of the root is reachable.
+    let e = fs.delete(&rt, "/escape/secret.txt").await.unwrap_err();
+    assert!(e.to_string().contains("outside the workspace"), "{e}");
+    assert!(secret.exists());
+    // A directory holding a symlink to an outside directory: the tree goes, the outside stays.
+    fs.delete(&rt, "/sub").await.unwrap();
+    assert!(!root.join("sub").exists());
+    assert_eq!(std::fs::read_to_string(&secret).unwrap(), "secret");
+    // No temporary directory is left behind.
+    let left: Vec<String> = std::fs::read_dir(&root)
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .filter(|n| n.starts_with(".cairn-"))
+        .collect();
+    assert!(left.is_empty(), "{left:?}");
+    // A dangling symlink can be deleted; a missing path and the root cannot.
+    fs.delete(&rt, "/dangling").await.unwrap();
+    assert!(matches!(
+        fs.delete(&rt, "/sub").await,
+        Err(cairn_deep::BackendError::NotFound(p)) if p == "/sub"
+    ));
+    assert!(fs.delete(&rt, "/").await.is_err());
+    assert!(fs.delete(&rt, "/..").await.is_err());
+    assert!(root.exists());
+}

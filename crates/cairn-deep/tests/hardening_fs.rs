@@ -362,6 +362,13 @@ impl Backend for NeverBackend {
     ) -> BoxFuture<'a, Result<GrepResult, BackendError>> {
         never()
     }
+    fn delete<'a>(
+        &'a self,
+        _: &'a BackendRuntime,
+        _: &'a str,
+    ) -> BoxFuture<'a, Result<(), BackendError>> {
+        never()
+    }
 }
 
 async fn call_with(
@@ -393,6 +400,7 @@ async fn every_file_tool_call_times_out_with_an_error_result() {
             "edit_file",
             json!({"path": "/a", "old_string": "x", "new_string": "y"}),
         ),
+        ("delete", json!({"file_path": "/a"})),
     ];
     for (name, args) in calls {
         let (text, is_error) = call_with(
@@ -406,7 +414,7 @@ async fn every_file_tool_call_times_out_with_an_error_result() {
             text.starts_with(&format!("Error: {name} timed out after 250ms")),
             "{name}: {text}"
         );
-        if name == "write_file" || name == "edit_file" {
+        if name == "write_file" || name == "edit_file" || name == "delete" {
             assert!(text.contains("may still be applied"), "{text}");
         }
         // Without a ToolTimeout in the run, the default applies.

@@ -25,6 +25,7 @@ fn tool_specs_snapshot() {
             "read_file",
             "write_file",
             "edit_file",
+            "delete",
             "glob",
             "grep",
             "execute",

@@ -49,12 +49,13 @@ async fn contract(backend: SharedBackend) {
         json!({"path": "/long.txt", "content": numbered(250)}),
     )
     .await;
-    let page = t.ok("read_file", json!({"path": "/long.txt"})).await;
+    // The default page is 100 lines, as Deep Agents'; `file_path` is the argument's name.
+    let page = t.ok("read_file", json!({"file_path": "/long.txt"})).await;
     let lines: Vec<&str> = page.lines().collect();
-    assert_eq!(lines.len(), 201);
+    assert_eq!(lines.len(), 101);
     assert_eq!(lines[0], "  1\tline 1");
-    assert_eq!(lines[199], "200\tline 200");
-    assert_eq!(lines[200], "[lines 1-200 of 250; continue with offset=200]");
+    assert_eq!(lines[99], "100\tline 100");
+    assert_eq!(lines[100], "[lines 1-100 of 250; continue with offset=100]");
     assert_eq!(
         t.ok("read_file", json!({"path": "/long.txt", "offset": 248}))
             .await,
@@ -185,13 +186,14 @@ async fn contract(backend: SharedBackend) {
         "Error: /nope not found. Use ls or glob to find the right path."
     );
     assert_eq!(
-        t.ok("grep", json!({"pattern": "bar|beta"})).await,
+        t.ok("grep", json!({"pattern": "bar|beta", "regex": true}))
+            .await,
         "/e.txt\n/notes/a.md"
     );
     assert_eq!(
         t.ok(
             "grep",
-            json!({"pattern": "^(alpha|gamma)$", "output_mode": "content"})
+            json!({"pattern": "^(alpha|gamma)$", "regex": true, "output_mode": "content"})
         )
         .await,
         "/notes/a.md:1:alpha\n/notes/a.md:3:gamma"
@@ -212,7 +214,7 @@ async fn contract(backend: SharedBackend) {
     assert_eq!(
         t.ok(
             "grep",
-            json!({"pattern": "(?i)BETA", "path": "/notes/a.md", "output_mode": "content"})
+            json!({"pattern": "(?i)BETA", "regex": true, "path": "/notes/a.md", "output_mode": "content"})
         )
         .await,
         "/notes/a.md:2:beta"
@@ -231,7 +233,7 @@ async fn contract(backend: SharedBackend) {
         rows[200],
         "[stopped at 200 matches; narrow the search with path, glob or a more specific pattern]"
     );
-    let bad = t.err("grep", json!({"pattern": "f("})).await;
+    let bad = t.err("grep", json!({"pattern": "f(", "regex": true})).await;
     assert!(bad.starts_with("Error: invalid pattern 'f(': "), "{bad}");
     assert!(
         bad.ends_with(
@@ -248,6 +250,132 @@ async fn contract(backend: SharedBackend) {
     assert_eq!(
         t.err("ls", json!({"path": "~/x"})).await,
         "Error: invalid path '~/x': home-directory paths are not supported. Use an absolute path under /"
+    );
+
+    file_path_literal_grep_and_delete(&t).await;
+}
+
+/// #15 item 2: `file_path` (with `path` as its alias), literal grep by default with `regex`
+/// for regular expressions, Deep Agents' `output_mode` names, and `delete`.
+async fn file_path_literal_grep_and_delete(t: &Tools) {
+    // file_path everywhere; path still works (above), both at once is refused.
+    assert_eq!(
+        t.ok(
+            "write_file",
+            json!({"file_path": "/lit/src.py", "content": "x = f(a.b)\ny = f(aXb)\nprint(x|y)\n"})
+        )
+        .await,
+        "Created /lit/src.py"
+    );
+    assert_eq!(
+        t.ok(
+            "edit_file",
+            json!({"file_path": "/lit/src.py", "old_string": "print", "new_string": "show"})
+        )
+        .await,
+        "Replaced 1 occurrence in /lit/src.py"
+    );
+    assert_eq!(
+        t.ok("read_file", json!({"file_path": "/lit/src.py", "limit": 1}))
+            .await,
+        "1\tx = f(a.b)\n[lines 1-1 of 3; continue with offset=1]"
+    );
+    let both = t
+        .err(
+            "read_file",
+            json!({"file_path": "/lit/src.py", "path": "/lit/src.py"}),
+        )
+        .await;
+    assert!(both.contains("duplicate field"), "{both}");
+
+    // Literal by default: metacharacters are text, no escaping needed.
+    assert_eq!(
+        t.ok(
+            "grep",
+            json!({"pattern": "f(a.b)", "path": "/lit", "output_mode": "content"})
+        )
+        .await,
+        "/lit/src.py:1:x = f(a.b)"
+    );
+    assert_eq!(
+        t.ok(
+            "grep",
+            json!({"pattern": "x|y", "path": "/lit", "output_mode": "content"})
+        )
+        .await,
+        "/lit/src.py:3:show(x|y)"
+    );
+    // regex: true is a regular expression ("." matches the X too).
+    assert_eq!(
+        t.ok(
+            "grep",
+            json!({"pattern": "f\\(a.b\\)", "regex": true, "path": "/lit", "output_mode": "count"})
+        )
+        .await,
+        "/lit/src.py:2"
+    );
+    // A literal search that finds nothing but looks like a regex says how to use one.
+    assert_eq!(
+        t.ok("grep", json!({"pattern": "f\\(a.*\\)", "path": "/lit"}))
+            .await,
+        "No matches found. The pattern was searched as exact text; set regex true to use it as a regular expression."
+    );
+    // Deep Agents' mode name, and the old one as an alias.
+    for mode in ["files_with_matches", "files"] {
+        assert_eq!(
+            t.ok(
+                "grep",
+                json!({"pattern": "f(", "path": "/lit", "output_mode": mode})
+            )
+            .await,
+            "/lit/src.py"
+        );
+    }
+
+    // delete: a file, then a directory with everything in it; missing paths and / refused.
+    t.ok(
+        "write_file",
+        json!({"file_path": "/lit/deep/more.txt", "content": "m\n"}),
+    )
+    .await;
+    t.ok(
+        "write_file",
+        json!({"file_path": "/lit/keep.txt", "content": "k\n"}),
+    )
+    .await;
+    assert_eq!(
+        t.ok("delete", json!({"file_path": "/lit/keep.txt"})).await,
+        "Deleted /lit/keep.txt"
+    );
+    assert_eq!(
+        t.err("read_file", json!({"file_path": "/lit/keep.txt"}))
+            .await,
+        "Error: /lit/keep.txt not found. Use ls or glob to find the right path."
+    );
+    assert_eq!(
+        t.err("delete", json!({"file_path": "/lit/keep.txt"})).await,
+        "Error: /lit/keep.txt not found. Use ls or glob to find the right path."
+    );
+    assert_eq!(
+        t.ok("delete", json!({"path": "/lit"})).await,
+        "Deleted /lit"
+    );
+    assert_eq!(
+        t.err("ls", json!({"path": "/lit"})).await,
+        "Error: /lit not found. Use ls or glob to find the right path."
+    );
+    assert_eq!(
+        t.err("delete", json!({"file_path": "/"})).await,
+        "Error: invalid path '/': the root directory cannot be deleted. Delete a file or directory inside it"
+    );
+    assert_eq!(
+        t.err("delete", json!({"file_path": "/../x"})).await,
+        "Error: invalid path '/../x': it climbs above the root. Use a path under /"
+    );
+    // Other files are untouched.
+    assert_eq!(
+        t.ok("ls", json!({})).await,
+        "/e.txt\n/empty.txt\n/long.txt\n/notes/"
     );
 }
 

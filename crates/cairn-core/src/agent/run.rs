@@ -605,7 +605,7 @@ fn accept_decisions(
     router: &ToolRouter,
     namespace: &str,
 ) -> crate::Result<crate::interrupt::Decisions> {
-    use crate::interrupt::{Decision, check_arguments};
+    use crate::interrupt::Decision;
     if strict
         && let Some(unknown) = given
             .keys()
@@ -641,7 +641,7 @@ fn accept_decisions(
         if let (Decision::Edit { arguments }, Some(tool)) = (d, router.get(&i.tool))
             && i.namespace == namespace
         {
-            check_arguments(tool.spec().parameters.value(), arguments).map_err(|why| {
+            tool.spec().check_arguments(arguments).map_err(|why| {
                 Error::InvalidInput(format!(
                     "the edit of interrupt {:?} ({}): {why}",
                     i.id, i.tool
@@ -681,7 +681,7 @@ async fn review(
     committer: Option<&Committer>,
     counters: &LoopCounters,
 ) -> crate::Result<Reviewed> {
-    use crate::interrupt::{Decision, Interrupt, InterruptOn, check_arguments};
+    use crate::interrupt::{Decision, Interrupt, InterruptOn};
     let mut run = Vec::new();
     let mut notes = std::collections::HashMap::new();
     let mut rejected = Vec::new();
@@ -737,7 +737,7 @@ async fn review(
             Decision::Approve => run.push(c),
             Decision::Edit { arguments } => {
                 if let Some(t) = tool
-                    && let Err(why) = check_arguments(t.spec().parameters.value(), &arguments)
+                    && let Err(why) = t.spec().check_arguments(&arguments)
                 {
                     rejected.push(FunctionResult {
                         call_id: c.call_id.clone(),

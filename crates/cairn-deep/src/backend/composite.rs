@@ -18,6 +18,7 @@ use crate::path::{is_within, normalize, parent, relative_to};
 /// - `glob` and `grep` over a directory that contains routes search the default and every
 ///   route below it.
 /// - `execute` goes to the default backend.
+/// - `delete` of a route's own prefix, or of a directory with routes below it, is refused.
 ///
 /// ```
 /// use cairn_deep::backend::{Backend, BackendRuntime, CompositeBackend, StateBackend, StoreBackend};
@@ -327,6 +328,39 @@ impl Backend for CompositeBackend {
                 result.truncated = true;
             }
             Ok(result)
+        })
+    }
+
+    fn delete<'a>(
+        &'a self,
+        rt: &'a BackendRuntime,
+        path: &'a str,
+    ) -> BoxFuture<'a, Result<(), BackendError>> {
+        Box::pin(async move {
+            let t = self.target(path)?;
+            let full = t.full(&t.inner);
+            if t.prefix.is_some() && t.inner == "/" {
+                return Err(BackendError::invalid_path(
+                    full,
+                    "it is where separate storage is mounted, and cannot be deleted. Delete the files inside it",
+                ));
+            }
+            let below = self
+                .routes_below(&full)
+                .next()
+                .map(|(route, _)| route.clone());
+            if let Some(route) = below {
+                return Err(BackendError::invalid_path(
+                    full,
+                    format!(
+                        "it contains {route}, where separate storage is mounted. Delete the files inside it one by one"
+                    ),
+                ));
+            }
+            t.backend
+                .delete(rt, &t.inner)
+                .await
+                .map_err(|e| e.map_path(|p| t.full(p)))
         })
     }
 

@@ -36,6 +36,10 @@ const MAX_GLOB_RESULTS: usize = 10_000;
 /// write never replaces a file that appeared meanwhile. Extended attributes and ACLs of an
 /// edited file are not carried over, and its directory must be writable.
 ///
+/// **Deletes** remove a file (or a symlink itself, never its target) with one unlink, and a
+/// directory by renaming it into a hidden temporary directory beside it and then removing
+/// that, so it vanishes from its path at once. The root itself cannot be deleted.
+///
 /// **Edits of one file are serialized**: the read-modify-write of [`Backend::edit`] (and the
 /// create of [`Backend::write`]) holds a lock per canonical host path, shared by every clone of
 /// this backend, so parallel edits of one file each land (none is lost). Other processes
@@ -305,6 +309,61 @@ impl FilesystemBackend {
         let (updated, n) = crate::format::replace(&norm, &content, old, new, replace_all)?;
         replace_atomically(&host, &md, updated.as_bytes())?;
         Ok(n)
+    }
+
+    fn delete_sync(&self, path: &str) -> Result<(), BackendError> {
+        let norm = normalize(path)?;
+        if norm == "/" {
+            return Err(super::virtual_fs::root_delete_refused());
+        }
+        // The parent is resolved (symlinks included) and jailed; the last component is taken
+        // as it is, so deleting a symlink removes the link, never what it points to.
+        let parent = self.resolve(crate::path::parent(&norm))?;
+        let name = norm.rsplit('/').next().unwrap_or_default();
+        let host = parent.join(name);
+        if name.is_empty() || !host.starts_with(&self.root) || host == self.root {
+            return Err(BackendError::invalid_path(path, "it leaves the workspace"));
+        }
+        let md = match std::fs::symlink_metadata(&host) {
+            Ok(md) => md,
+            Err(e) if matches!(e.kind(), ErrorKind::NotFound | ErrorKind::NotADirectory) => {
+                return Err(BackendError::NotFound(norm));
+            }
+            Err(e) => return Err(e.into()),
+        };
+        if !md.is_dir() {
+            // One unlink: atomic.
+            std::fs::remove_file(&host).map_err(|e| match e.kind() {
+                ErrorKind::NotFound => BackendError::NotFound(norm.clone()),
+                _ => BackendError::Io(e),
+            })?;
+            sync_dir(&parent);
+            return Ok(());
+        }
+        // A directory is first renamed into a hidden temporary directory beside it, so it
+        // disappears from its path at once (never half deleted there), then removed. std's
+        // `remove_dir_all` does not follow symlinks, so nothing outside the tree is touched.
+        let trash = tempfile::Builder::new()
+            .prefix(".cairn-delete-")
+            .tempdir_in(&parent)?;
+        match std::fs::rename(&host, trash.path().join(name)) {
+            Ok(()) => {
+                sync_dir(&parent);
+                let left = self.to_virtual(trash.path());
+                trash.close().map_err(|e| {
+                    BackendError::Other(format!(
+                        "{norm} was removed, but some of its files could not be deleted ({e}); they are left in {left}"
+                    ))
+                })
+            }
+            // Not renamable (a mount point, say): removed in place.
+            Err(_) => {
+                drop(trash);
+                std::fs::remove_dir_all(&host)?;
+                sync_dir(&parent);
+                Ok(())
+            }
+        }
     }
 
     /// The lock of the file at virtual `path` (keyed by its canonical host path).
@@ -608,6 +667,34 @@ impl Backend for FilesystemBackend {
                 // Held until the edit is done, even if the caller stops waiting.
                 let _guard = guard;
                 me.edit_sync(&path, &old, &new, replace_all)
+            })
+            .await
+        })
+    }
+
+    fn delete<'a>(
+        &'a self,
+        _rt: &'a BackendRuntime,
+        path: &'a str,
+    ) -> BoxFuture<'a, Result<(), BackendError>> {
+        let (me, path) = (self.clone(), path.to_owned());
+        Box::pin(async move {
+            // Serialized with edits and writes of the same file. The key is the link's own
+            // path when the last component is a symlink (one leading out can be deleted).
+            let lock_key = {
+                let (me, p) = (self.clone(), path.clone());
+                blocking(move || {
+                    let norm = normalize(&p)?;
+                    let name = norm.rsplit('/').next().unwrap_or_default().to_owned();
+                    let host = me.resolve(crate::path::parent(&norm))?.join(&name);
+                    Ok(std::fs::canonicalize(&host).unwrap_or(host))
+                })
+                .await?
+            };
+            let guard = self.locks.lock(lock_key).await;
+            blocking(move || {
+                let _guard = guard;
+                me.delete_sync(&path)
             })
             .await
         })

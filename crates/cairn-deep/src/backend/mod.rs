@@ -118,8 +118,12 @@ impl FileInfo {
 /// A grep request.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct GrepQuery {
-    /// A regular expression (Rust `regex` syntax; it runs in linear time).
+    /// A regular expression (Rust `regex` syntax; it runs in linear time), or literal text
+    /// when [`literal`](Self::literal) is set.
     pub pattern: String,
+    /// Match `pattern` as exact text rather than as a regular expression. The `grep` tool sets
+    /// it unless the model asks for `regex`; [`GrepQuery::new`] leaves it off.
+    pub literal: bool,
     /// The directory or file to search (default `/`).
     pub path: Option<String>,
     /// Only files matching this glob (same rules as [`Backend::glob`]).
@@ -131,10 +135,11 @@ pub struct GrepQuery {
 }
 
 impl GrepQuery {
-    /// A query for `pattern` everywhere, at most 1,000 matches.
+    /// A regular-expression query for `pattern` everywhere, at most 1,000 matches.
     pub fn new(pattern: impl Into<String>) -> Self {
         GrepQuery {
             pattern: pattern.into(),
+            literal: false,
             path: None,
             glob: None,
             max_matches: 1_000,
@@ -267,12 +272,29 @@ pub trait Backend: Send + Sync + 'static {
         path: &'a str,
     ) -> BoxFuture<'a, Result<Vec<String>, BackendError>>;
 
-    /// Lines matching a regular expression.
+    /// Lines matching a regular expression (or literal text, see [`GrepQuery::literal`]).
     fn grep<'a>(
         &'a self,
         rt: &'a BackendRuntime,
         query: &'a GrepQuery,
     ) -> BoxFuture<'a, Result<GrepResult, BackendError>>;
+
+    /// Deletes file `path`, or directory `path` with everything in it (as Deep Agents'
+    /// `delete`). A missing path is [`BackendError::NotFound`]; `/` itself is refused. Every
+    /// backend of this crate implements it; the default refuses with
+    /// [`BackendError::Unsupported`], so a backend written before it existed keeps compiling.
+    fn delete<'a>(
+        &'a self,
+        rt: &'a BackendRuntime,
+        path: &'a str,
+    ) -> BoxFuture<'a, Result<(), BackendError>> {
+        let _ = rt;
+        Box::pin(async move {
+            Err(BackendError::Unsupported(format!(
+                "deleting is not supported for {path}. Leave the file as it is."
+            )))
+        })
+    }
 
     /// The command runner, when this backend can run commands.
     fn as_executor(&self) -> Option<&dyn Executor> {

@@ -58,10 +58,11 @@ pub struct Grep {
 }
 
 impl Grep {
-    /// Compiles `query.pattern`.
+    /// Compiles `query.pattern` (as exact text when `query.literal`).
     pub fn new(query: &GrepQuery) -> Result<Self, BackendError> {
         let matcher = RegexMatcherBuilder::new()
             .line_terminator(Some(b'\n'))
+            .fixed_strings(query.literal)
             .build(&query.pattern)
             .map_err(|e| BackendError::InvalidPattern {
                 pattern: query.pattern.clone(),
@@ -209,5 +210,13 @@ mod tests {
         assert!(g.finish().matches.is_empty());
         let e = Grep::new(&GrepQuery::new("f(")).err().unwrap();
         assert!(e.to_string().contains("Escape regex metacharacters"), "{e}");
+        // Literal: metacharacters are plain text.
+        let mut q = GrepQuery::new("f(x.y");
+        q.literal = true;
+        let mut g = Grep::new(&q).unwrap();
+        g.search_slice("/a", b"call f(x.y)\nf(xzy\n").unwrap();
+        let r = g.finish();
+        assert_eq!(r.matches.len(), 1);
+        assert_eq!(r.matches[0].line, 1);
     }
 }

@@ -555,6 +555,13 @@ impl Backend for LocalShellBackend {
     ) -> BoxFuture<'a, Result<GrepResult, BackendError>> {
         self.fs.grep(rt, query)
     }
+    fn delete<'a>(
+        &'a self,
+        rt: &'a BackendRuntime,
+        path: &'a str,
+    ) -> BoxFuture<'a, Result<(), BackendError>> {
+        self.fs.delete(rt, path)
+    }
     fn as_executor(&self) -> Option<&dyn Executor> {
         Some(self)
     }

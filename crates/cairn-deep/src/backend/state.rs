@@ -202,6 +202,23 @@ impl Backend for StateBackend {
         Box::pin(async move { r })
     }
 
+    fn delete<'a>(
+        &'a self,
+        rt: &'a BackendRuntime,
+        path: &'a str,
+    ) -> BoxFuture<'a, Result<(), BackendError>> {
+        let r = normalize(path).and_then(|path| {
+            self.state(rt).with(|m| {
+                let files = files_mut(m)?;
+                for p in virtual_fs::to_delete(files.keys().map(String::as_str), &path)? {
+                    files.remove(&p);
+                }
+                Ok(())
+            })
+        });
+        Box::pin(async move { r })
+    }
+
     fn glob<'a>(
         &'a self,
         rt: &'a BackendRuntime,

@@ -242,6 +242,26 @@ impl Backend for StoreBackend {
         })
     }
 
+    fn delete<'a>(
+        &'a self,
+        rt: &'a BackendRuntime,
+        path: &'a str,
+    ) -> BoxFuture<'a, Result<(), BackendError>> {
+        Box::pin(async move {
+            let path = normalize(path)?;
+            let store = self.store(rt)?;
+            let ns = (self.namespace)(rt);
+            let _guard = self.locks.lock((ns.clone(), path.clone())).await;
+            let all = self.all(&store, &ns).await?;
+            // A directory is its files, deleted one item at a time (a store has no
+            // transaction across items).
+            for p in virtual_fs::to_delete(all.iter().map(|(p, _)| p.as_str()), &path)? {
+                store.delete(&ns, &p).await?;
+            }
+            Ok(())
+        })
+    }
+
     fn glob<'a>(
         &'a self,
         rt: &'a BackendRuntime,

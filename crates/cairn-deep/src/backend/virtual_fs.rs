@@ -124,6 +124,35 @@ pub fn check_create<'a>(
     Ok(())
 }
 
+/// The files a delete of `path` removes among `existing` files: the file itself, or every file
+/// below directory `path`. `/` is refused ([`root_delete_refused`]); nothing there is
+/// [`BackendError::NotFound`].
+pub fn to_delete<'a>(
+    existing: impl IntoIterator<Item = &'a str>,
+    path: &str,
+) -> Result<Vec<String>, BackendError> {
+    if path == "/" {
+        return Err(root_delete_refused());
+    }
+    let doomed: Vec<String> = existing
+        .into_iter()
+        .filter(|p| is_within(p, path))
+        .map(str::to_owned)
+        .collect();
+    if doomed.is_empty() {
+        return Err(BackendError::NotFound(path.to_owned()));
+    }
+    Ok(doomed)
+}
+
+/// The error for deleting `/`.
+pub fn root_delete_refused() -> BackendError {
+    BackendError::invalid_path(
+        "/",
+        "the root directory cannot be deleted. Delete a file or directory inside it",
+    )
+}
+
 /// Whether some file lies below `dir` (so `dir` is a directory).
 pub fn is_dir<'a>(existing: impl IntoIterator<Item = &'a str>, dir: &str) -> bool {
     existing.into_iter().any(|p| p != dir && is_within(p, dir))
@@ -164,5 +193,20 @@ mod tests {
             Err(BackendError::NotADirectory(_))
         ));
         assert!(check_create(files, "/d/y.md").is_ok());
+    }
+
+    #[test]
+    fn delete_checks() {
+        let files = ["/a.md", "/d/x.md", "/d/e/y.md", "/dd.md"];
+        assert_eq!(to_delete(files, "/a.md").unwrap(), ["/a.md"]);
+        assert_eq!(to_delete(files, "/d").unwrap(), ["/d/x.md", "/d/e/y.md"]);
+        assert!(matches!(
+            to_delete(files, "/nope"),
+            Err(BackendError::NotFound(_))
+        ));
+        assert!(matches!(
+            to_delete(files, "/"),
+            Err(BackendError::InvalidPath { .. })
+        ));
     }
 }

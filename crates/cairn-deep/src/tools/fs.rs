@@ -55,13 +55,18 @@ pub fn ls_tool(backend: SharedBackend) -> SharedTool {
     .shared()
 }
 
+// The file tools take `file_path`, as Deep Agents' do (and the file tools frontier models are
+// trained on); `path` is accepted too, so older prompts and transcripts keep working. The
+// schema shows only `file_path`, without a description (the name says it all): every byte of
+// a schema is sent in every request (BENCHMARKS.md §2).
+
 #[derive(Deserialize, JsonSchema)]
 struct ReadArgs {
-    /// File path.
-    path: String,
+    #[serde(alias = "path")]
+    file_path: String,
     /// First line, 0-based (default 0).
     offset: Option<usize>,
-    /// Lines to read (default 200).
+    /// Lines to read (default 100).
     limit: Option<usize>,
 }
 
@@ -69,13 +74,13 @@ struct ReadArgs {
 pub fn read_file_tool(backend: SharedBackend) -> SharedTool {
     Builtin::new(
         "read_file",
-        "Read a text file as numbered lines (number, tab, text). Lines over 2000 chars continue on rows N.1, N.2. If more lines remain, the last row gives the offset to continue from.",
+        "Read a text file as numbered lines (number, tab, text); lines over 2000 chars continue as N.1, N.2. If more remain, the last row gives the offset to continue from.",
         move |a: ReadArgs, ctx| {
             let backend = backend.clone();
             async move {
                 let offset = a.offset.unwrap_or(0);
                 let limit = a.limit.unwrap_or(format::DEFAULT_READ_LIMIT);
-                match backend.read(&rt(&ctx), &a.path, offset, limit).await {
+                match backend.read(&rt(&ctx), &a.file_path, offset, limit).await {
                     Ok(text) => ToolOutput::text(text),
                     Err(e) => fail(e),
                 }
@@ -87,8 +92,8 @@ pub fn read_file_tool(backend: SharedBackend) -> SharedTool {
 
 #[derive(Deserialize, JsonSchema)]
 struct WriteArgs {
-    /// File path.
-    path: String,
+    #[serde(alias = "path")]
+    file_path: String,
     /// The whole text.
     content: String,
 }
@@ -102,7 +107,7 @@ pub fn write_file_tool(backend: SharedBackend) -> SharedTool {
         move |a: WriteArgs, ctx| {
             let backend = backend.clone();
             async move {
-                let path = match normalize(&a.path) {
+                let path = match normalize(&a.file_path) {
                     Ok(p) => p,
                     Err(e) => return fail(e),
                 };
@@ -118,8 +123,8 @@ pub fn write_file_tool(backend: SharedBackend) -> SharedTool {
 
 #[derive(Deserialize, JsonSchema)]
 struct EditArgs {
-    /// File path.
-    path: String,
+    #[serde(alias = "path")]
+    file_path: String,
     /// Exact text to replace.
     old_string: String,
     /// Replacement text.
@@ -137,7 +142,7 @@ pub fn edit_file_tool(backend: SharedBackend) -> SharedTool {
         move |a: EditArgs, ctx| {
             let backend = backend.clone();
             async move {
-                let path = match normalize(&a.path) {
+                let path = match normalize(&a.file_path) {
                     Ok(p) => p,
                     Err(e) => return fail(e),
                 };
@@ -148,6 +153,36 @@ pub fn edit_file_tool(backend: SharedBackend) -> SharedTool {
                 {
                     Ok(1) => ToolOutput::text(format!("Replaced 1 occurrence in {path}")),
                     Ok(n) => ToolOutput::text(format!("Replaced {n} occurrences in {path}")),
+                    Err(e) => fail(e),
+                }
+            }
+        },
+    )
+    .shared()
+}
+
+#[derive(Deserialize, JsonSchema)]
+struct DeleteArgs {
+    #[serde(alias = "path")]
+    file_path: String,
+}
+
+/// `delete`: removes a file, or a directory with everything in it (as Deep Agents' `delete`).
+/// It changes files, so it is guarded like `write_file` wherever approvals are configured.
+pub fn delete_tool(backend: SharedBackend) -> SharedTool {
+    Builtin::with_deadline(
+        "delete",
+        "Delete a file or a whole directory.",
+        Deadline::Changes,
+        move |a: DeleteArgs, ctx| {
+            let backend = backend.clone();
+            async move {
+                let path = match normalize(&a.file_path) {
+                    Ok(p) => p,
+                    Err(e) => return fail(e),
+                };
+                match backend.delete(&rt(&ctx), &path).await {
+                    Ok(()) => ToolOutput::text(format!("Deleted {path}")),
                     Err(e) => fail(e),
                 }
             }
@@ -168,7 +203,7 @@ struct GlobArgs {
 pub fn glob_tool(backend: SharedBackend) -> SharedTool {
     Builtin::new(
         "glob",
-        "Find files by glob, e.g. **/*.py or src/*.{rs,toml}. * stays within a directory, ** crosses directories; a pattern without / matches file names at any depth. Returns sorted paths.",
+        "Find files by glob, e.g. **/*.py or src/*.{rs,toml}. * stays within a directory, ** crosses directories; a pattern without / matches file names at any depth.",
         move |a: GlobArgs, ctx| {
             let backend = backend.clone();
             async move {
@@ -188,38 +223,48 @@ pub fn glob_tool(backend: SharedBackend) -> SharedTool {
 
 #[derive(Deserialize, JsonSchema)]
 struct GrepArgs {
-    /// Regular expression.
+    // `pattern` and `regex` are explained by the tool's description.
     pattern: String,
+    regex: Option<bool>,
     /// File or directory to search (default /).
     path: Option<String>,
     /// Only files matching this glob, e.g. *.rs.
     glob: Option<String>,
-    /// files: matching paths (default); content: path:line:text rows; count: path:matches rows.
+    /// Default files_with_matches.
     output_mode: Option<GrepOutput>,
 }
 
-/// `grep`: regular-expression search of file contents.
+/// `grep`: search of file contents, for literal text unless `regex` is true (see
+/// `docs/design-decisions.md`, "grep is literal by default").
 pub fn grep_tool(backend: SharedBackend) -> SharedTool {
     Builtin::new(
         "grep",
-        "Search file contents with a regular expression (Rust regex syntax; (?i) ignores case; escape metacharacters such as ( . [ to match them literally).",
+        "Search file contents for exact text (regex true: a Rust regular expression instead).",
         move |a: GrepArgs, ctx| {
             let backend = backend.clone();
             async move {
                 let mode = a.output_mode.unwrap_or_default();
+                let literal = !a.regex.unwrap_or(false);
                 let (cap, per_file) = match mode {
-                    GrepOutput::Files => (GREP_MAX_FILES, Some(1)),
+                    GrepOutput::FilesWithMatches => (GREP_MAX_FILES, Some(1)),
                     GrepOutput::Content => (GREP_MAX_MATCHES, None),
                     GrepOutput::Count => (GREP_MAX_COUNTED, None),
                 };
                 let query = GrepQuery {
                     pattern: a.pattern,
+                    literal,
                     path: a.path,
                     glob: a.glob,
                     max_matches: cap,
                     max_per_file: per_file,
                 };
                 match backend.grep(&rt(&ctx), &query).await {
+                    Ok(r) if r.matches.is_empty() && literal && looks_like_regex(&query.pattern) => {
+                        ToolOutput::text(format!(
+                            "{} The pattern was searched as exact text; set regex true to use it as a regular expression.",
+                            format::render_grep(&r, mode, cap)
+                        ))
+                    }
                     Ok(r) => ToolOutput::text(format::render_grep(&r, mode, cap)),
                     Err(e) => fail(e),
                 }
@@ -227,6 +272,14 @@ pub fn grep_tool(backend: SharedBackend) -> SharedTool {
         },
     )
     .shared()
+}
+
+/// Whether a pattern that found nothing as literal text was probably meant as a regular
+/// expression (alternation, `.*`/`.+`, escapes, anchors, classes), as Deep Agents' note checks.
+fn looks_like_regex(p: &str) -> bool {
+    ["|", ".*", ".+", "\\", "^", "$", "[", "(?"]
+        .iter()
+        .any(|m| p.contains(m))
 }
 
 #[derive(Deserialize, JsonSchema)]
@@ -290,15 +343,16 @@ pub fn execute_tool(backend: SharedBackend) -> SharedTool {
     .shared()
 }
 
-/// The file tools over `backend`: `ls`, `read_file`, `write_file`, `edit_file`, `glob`,
-/// `grep`, and `execute` when the backend [can execute](crate::backend::Backend::can_execute).
+/// The file tools over `backend`, in Deep Agents' order: `ls`, `read_file`, `write_file`,
+/// `edit_file`, `delete`, `glob`, `grep`, and `execute` when the backend
+/// [can execute](crate::backend::Backend::can_execute).
 ///
 /// ```
 /// use std::sync::Arc;
 /// use cairn_deep::{backend::StateBackend, tools::filesystem_tools};
 /// let tools = filesystem_tools(Arc::new(StateBackend::new()));
 /// let names: Vec<&str> = tools.iter().map(|t| t.spec().name.as_str()).collect();
-/// assert_eq!(names, ["ls", "read_file", "write_file", "edit_file", "glob", "grep"]);
+/// assert_eq!(names, ["ls", "read_file", "write_file", "edit_file", "delete", "glob", "grep"]);
 /// ```
 pub fn filesystem_tools(backend: SharedBackend) -> Vec<SharedTool> {
     let mut tools = vec![
@@ -306,6 +360,7 @@ pub fn filesystem_tools(backend: SharedBackend) -> Vec<SharedTool> {
         read_file_tool(backend.clone()),
         write_file_tool(backend.clone()),
         edit_file_tool(backend.clone()),
+        delete_tool(backend.clone()),
         glob_tool(backend.clone()),
         grep_tool(backend.clone()),
     ];

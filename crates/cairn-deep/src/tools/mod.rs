@@ -1,6 +1,6 @@
 //! The built-in tools of the deep-agent harness (SPEC R5.5): `ls`, `read_file`, `write_file`,
-//! `edit_file`, `glob`, `grep`, `execute` over a [`Backend`](crate::backend::Backend), and
-//! `write_todos`.
+//! `edit_file`, `delete`, `glob`, `grep`, `execute` over a [`Backend`](crate::backend::Backend),
+//! and `write_todos`.
 //!
 //! Each tool is a [`cairn_core::Tool`]; its parameter schema is derived with schemars from an
 //! input struct and compacted (no `format`, optional fields typed without `null`). Usage
@@ -12,7 +12,7 @@
 //! [`DEFAULT_TOOL_TIMEOUT`] (60 s). A call that runs past it returns an `Error: …` result that
 //! says it timed out. Backends run blocking file work on tokio's blocking pool, which cannot be
 //! interrupted: an abandoned read finishes (or not) in the background, and an abandoned
-//! `write_file`/`edit_file` may still be applied, which its error says.
+//! `write_file`/`edit_file`/`delete` may still be applied, which its error says.
 
 use std::future::Future;
 use std::sync::Arc;
@@ -29,8 +29,8 @@ mod fs;
 pub mod todo;
 
 pub use fs::{
-    edit_file_tool, execute_tool, filesystem_tools, glob_tool, grep_tool, ls_tool, read_file_tool,
-    write_file_tool,
+    delete_tool, edit_file_tool, execute_tool, filesystem_tools, glob_tool, grep_tool, ls_tool,
+    read_file_tool, write_file_tool,
 };
 pub use todo::{TODOS_KEY, TodoItem, TodoStatus, TodoTool, TodoTurnGuard, todo_tool};
 
@@ -117,8 +117,19 @@ impl Builtin {
         let mut parameters = cairn_core::schema::schema_for::<A>();
         compact_schema(&mut parameters);
         let tool = name.to_owned();
+        let mut spec = ToolSpec::new(name, description, parameters);
+        // The file tools' `file_path` is also accepted as `path` (`#[serde(alias)]`); an edited
+        // call may use it too.
+        if spec
+            .parameters
+            .value()
+            .pointer("/properties/file_path")
+            .is_some()
+        {
+            spec = spec.with_argument_alias("path", "file_path");
+        }
         Builtin {
-            spec: ToolSpec::new(name, description, parameters),
+            spec,
             handler: Box::new(move |ctx| {
                 let f = Arc::clone(&f);
                 let tool = tool.clone();
