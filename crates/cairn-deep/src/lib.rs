@@ -3,8 +3,8 @@
 //! The deep-agent harness of cairn, after LangChain Deep Agents. This part holds the
 //! **backends** (where files live: the thread's state, a [`Store`](cairn_core::Store), a real
 //! directory, or a routing composite of those; optionally a local shell) and the **built-in
-//! tools** over them (`ls`, `read_file`, `write_file`, `edit_file`, `glob`, `grep`, `execute`,
-//! `write_todos`), the [`DeepAgent`] builder, and **context compression** ([`compression`]:
+//! tools** over them (`ls`, `read_file`, `write_file`, `edit_file`, `delete`, `glob`, `grep`,
+//! `execute`, `write_todos`), the [`DeepAgent`] builder, and **context compression** ([`compression`]:
 //! offloading large tool results and inputs to files, summarizing older messages, recovering
 //! from context-overflow errors).
 //!

@@ -228,7 +228,7 @@ struct GrepArgs {
     regex: Option<bool>,
     /// File or directory to search (default /).
     path: Option<String>,
-    /// Only files matching this glob, e.g. *.rs.
+    /// Only files matching this glob.
     glob: Option<String>,
     /// Default files_with_matches.
     output_mode: Option<GrepOutput>,
