@@ -235,7 +235,7 @@ pub fn environment_section(root: &Path) -> String {
         }
     };
     format!(
-        "## Environment\n- Working directory: {}\n- It is {git}.\n- OS: {} ({})\n- Date: {} (UTC)",
+        "## Environment\n- Working directory: {} (the file tools see it as `/`: write `/src/main.rs`, not the full host path; `execute` runs in it)\n- It is {git}.\n- OS: {} ({})\n- Date: {} (UTC)",
         root.display(),
         std::env::consts::OS,
         std::env::consts::ARCH,

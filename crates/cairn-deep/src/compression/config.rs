@@ -34,7 +34,15 @@ pub const DEFAULT_MAX_SUMMARY_TOKENS: u32 = 4_096;
 pub const SUMMARIZATION_SOURCE: &str = "summarization";
 
 /// The tools whose results are never offloaded: they page or cap their own output.
-pub const FILE_TOOLS: &[&str] = &["ls", "read_file", "write_file", "edit_file", "glob", "grep"];
+pub const FILE_TOOLS: &[&str] = &[
+    "ls",
+    "read_file",
+    "write_file",
+    "edit_file",
+    "delete",
+    "glob",
+    "grep",
+];
 
 /// When compression starts.
 #[derive(Debug, Clone, Copy, PartialEq)]
