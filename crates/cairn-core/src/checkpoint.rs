@@ -96,6 +96,10 @@ pub enum StepKind {
     End,
     /// Decisions on guarded calls of the last model response (in `extra.decisions`).
     Decisions,
+    /// A process took over a cut-off or failed run (committed before it runs anything, so of
+    /// two processes resuming one thread the second gets a conflict; a paused run's
+    /// `decisions` step plays this part).
+    Resumed,
 }
 
 /// The run loop's counters, committed with every step so a resumed run keeps its limits.
@@ -510,7 +514,10 @@ impl Transcript {
             p.apply(&mut self.state);
         }
         self.status = delta.status;
-        if !matches!(delta.kind, StepKind::Tools | StepKind::Decisions) {
+        if !matches!(
+            delta.kind,
+            StepKind::Tools | StepKind::Decisions | StepKind::Resumed
+        ) {
             self.counters = delta.counters.clone();
         }
         self.extra = delta.extra.clone();

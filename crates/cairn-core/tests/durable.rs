@@ -321,7 +321,7 @@ async fn a_fork_shares_the_prefix_and_goes_its_own_way() {
         .into_iter()
         .filter(|s| s.thread_id == fork.id)
         .collect();
-    assert_eq!(own.len(), 4, "tool result, model, tool result, model");
+    assert_eq!(own.len(), 5, "resumed, tool result, model, tool result, model");
 }
 
 #[tokio::test]
@@ -355,4 +355,37 @@ async fn state_is_committed_as_patches() {
         t.state.get("files"),
         Some(&json!({"/a.md": "a", "/b.md": "b", "/c.md": "c"}))
     );
+}
+
+#[tokio::test]
+async fn two_processes_resuming_one_thread_run_nothing_twice() {
+    let cp: SharedCheckpointer = Arc::new(InMemoryCheckpointer::new());
+    let cursor = new_thread(&cp).await;
+    let fx = Effects::default();
+    fx.hang.lock().unwrap().push("line 0.0".into());
+    let a = agent(ScriptedClient::new(script(1, 1)), &fx);
+    let cut = tokio::time::timeout(
+        Duration::from_millis(200),
+        a.run("go").thread(cursor.clone()),
+    )
+    .await;
+    assert!(cut.is_err());
+    // Two "processes" resume the cut-off run at the same moment: the first to commit wins, the
+    // other stops before running anything.
+    let (one, two) = (
+        agent(ScriptedClient::new(script(1, 1)), &fx),
+        agent(ScriptedClient::new(script(1, 1)), &fx),
+    );
+    let (r1, r2) = tokio::join!(one.resume(cursor.clone()), two.resume(cursor.clone()));
+    let errors: Vec<String> = [&r1, &r2]
+        .iter()
+        .filter_map(|r| r.as_ref().err().map(|e| e.to_string()))
+        .collect();
+    assert_eq!(errors.len(), 1, "exactly one resume wins: {errors:?}");
+    assert!(
+        errors[0].contains("being run elsewhere") || errors[0].contains("no unfinished run"),
+        "{errors:?}"
+    );
+    assert_eq!(*fx.lines.lock().unwrap(), ["line 0.0"], "the call ran once");
+    assert_eq!(transcript(&cursor).await.messages, reference(1, 1).await);
 }

@@ -64,7 +64,10 @@ impl Committer {
     /// Commits `delta` (with the state's change since the last commit) and returns its seq.
     pub(crate) async fn commit(&self, mut delta: StepDelta) -> Result<u64, CheckpointError> {
         let mut last = self.last.lock().await;
-        let keeps_counters = matches!(delta.kind, StepKind::Tools | StepKind::Decisions);
+        let keeps_counters = matches!(
+            delta.kind,
+            StepKind::Tools | StepKind::Decisions | StepKind::Resumed
+        );
         if keeps_counters {
             // The counters do not change until the batch is done: nothing to store.
             delta.counters = LoopCounters::default();

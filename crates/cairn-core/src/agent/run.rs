@@ -292,6 +292,12 @@ pub(super) async fn run_loop(
             produced_from = t.produced_from;
             counters = t.counters.clone();
             decisions = t.decisions.clone();
+            // Take the run over before anything runs: of two processes resuming the thread at
+            // once, the second stops at this commit with a conflict instead of running calls
+            // again. (A paused run's decisions step, committed after they are checked, does it.)
+            if t.status != RunStatus::Interrupted {
+                commit(committer, || StepDelta::new(StepKind::Resumed)).await?;
+            }
             if t.status == RunStatus::Interrupted {
                 let given =
                     accept_decisions(t, &d.decisions, d.strict, &router, &d.cursor.namespace)?;
