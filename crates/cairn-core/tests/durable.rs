@@ -321,7 +321,11 @@ async fn a_fork_shares_the_prefix_and_goes_its_own_way() {
         .into_iter()
         .filter(|s| s.thread_id == fork.id)
         .collect();
-    assert_eq!(own.len(), 5, "resumed, tool result, model, tool result, model");
+    assert_eq!(
+        own.len(),
+        5,
+        "resumed, tool result, model, tool result, model"
+    );
 }
 
 #[tokio::test]
