@@ -50,7 +50,8 @@ pub(crate) fn now_ms() -> u64 {
 /// object `{path: {content, created_at_ms, modified_at_ms}}`, so they are saved and restored
 /// with the session and are gone with the thread.
 ///
-/// A run without a session uses a scratch state owned by the backend value instead.
+/// Used outside a run without a session, the backend keeps a scratch state of its own; a deep
+/// agent gives each sessionless run a fresh session, so runs never share files.
 ///
 /// ```
 /// use cairn_deep::backend::{Backend, BackendRuntime, StateBackend};

@@ -13,8 +13,9 @@ pub const DEFAULT_PREVIEW_LINES: usize = 10;
 /// A string argument of an old `write_file` / `edit_file` call longer than this many
 /// characters is truncated in the effective context (Deep Agents' `max_length`, 2,000).
 pub const DEFAULT_TOOL_ARG_CHARS: usize = 2_000;
-/// Characters of each preview line shown (longer lines are cut with `…`).
-pub const PREVIEW_LINE_CHARS: usize = 500;
+/// Characters of each preview line shown (longer lines are cut with `…`), as Deep Agents'
+/// offload preview (1,000).
+pub const PREVIEW_LINE_CHARS: usize = 1_000;
 /// Where offloaded tool results are written.
 pub const DEFAULT_RESULTS_DIR: &str = "/large_tool_results";
 /// Where the text of summarized messages is appended, one file per thread.
