@@ -1,16 +1,17 @@
 //! Durable threads: every step committed, resume after a cut-off, forks, optimistic appends.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
+use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
-use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use cairn_core::testing::{RecordedRequest, ScriptedClient};
 use cairn_core::{
-    Agent, ChatError, ChatErrorKind, ChatResponse, CheckpointError, Content, FnTool, FunctionCall,
+    Agent, ChatError, ChatErrorKind, ChatResponse, CheckpointError, Content, FunctionCall,
     InMemoryCheckpointer, LoopConfig, Message, Role, RunStatus, SharedCheckpointer, StepDelta,
-    StepKind, ThreadCursor, ToolOutput, Transcript,
+    StepKind, ThreadCursor, Transcript,
 };
+use cairn_test_support::agent::AppendLog;
 use serde_json::json;
 
 /// A model that, while fewer than `turns` assistant messages are in the request, asks for one
@@ -44,48 +45,11 @@ fn script(
     }
 }
 
-/// The side effect the crash tests watch: every executed call appends its line here.
-#[derive(Clone, Default)]
-struct Effects {
-    lines: Arc<Mutex<Vec<String>>>,
-    /// Calls (by line) that hang instead of finishing, once each.
-    hang: Arc<Mutex<Vec<String>>>,
-}
-
-fn append_tool(fx: Effects) -> FnTool {
-    FnTool::new(
-        "append",
-        "Append a line.",
-        json!({"type": "object", "properties": {"line": {"type": "string"}}, "required": ["line"]}),
-        move |ctx| {
-            let fx = fx.clone();
-            async move {
-                let line = ctx.arguments["line"]
-                    .as_str()
-                    .unwrap_or_default()
-                    .to_owned();
-                let hang = {
-                    let mut h = fx.hang.lock().unwrap();
-                    let pos = h.iter().position(|l| *l == line);
-                    pos.map(|p| h.remove(p)).is_some()
-                };
-                if hang {
-                    futures::future::pending::<()>().await;
-                }
-                fx.lines.lock().unwrap().push(line.clone());
-                if let Some(s) = &ctx.session {
-                    let n = s.state().get::<u64>("appended").unwrap_or(0);
-                    s.state().insert("appended", n + 1).unwrap();
-                }
-                Ok(ToolOutput::text(format!("appended {line}")))
-            }
-        },
-    )
-}
+type Effects = AppendLog;
 
 fn agent(client: ScriptedClient, fx: &Effects) -> Agent {
     Agent::builder(client)
-        .tool(append_tool(fx.clone()))
+        .tool(fx.tool())
         .loop_config(LoopConfig {
             concurrent_tool_calls: false,
             ..Default::default()
@@ -161,7 +125,7 @@ async fn a_run_cut_off_in_a_batch_resumes_without_running_committed_calls_again(
     let cursor = new_thread(&cp).await;
     let fx = Effects::default();
     // Turn 1 asks for three calls; the second hangs: the "process" is killed there.
-    fx.hang.lock().unwrap().push("line 1.1".into());
+    fx.hang_once("line 1.1");
     let a = agent(ScriptedClient::new(script(3, 3)), &fx);
     let cut = tokio::time::timeout(
         Duration::from_millis(300),
@@ -181,7 +145,7 @@ async fn a_run_cut_off_in_a_batch_resumes_without_running_committed_calls_again(
     let a = agent(ScriptedClient::new(script(3, 3)), &fx);
     let r = a.resume(cursor.clone()).await.unwrap();
     assert_eq!(r.text(), "done");
-    let lines = fx.lines.lock().unwrap().clone();
+    let lines = fx.lines();
     let mut unique = lines.clone();
     unique.dedup();
     assert_eq!(lines, unique, "no committed call ran twice: {lines:?}");
@@ -229,7 +193,7 @@ async fn a_failed_model_call_is_recorded_and_resume_asks_again() {
         .await
         .unwrap();
     assert_eq!(r.text(), "done");
-    assert_eq!(fx.lines.lock().unwrap().len(), 2);
+    assert_eq!(fx.lines().len(), 2);
     assert_eq!(transcript(&cursor).await.messages, reference(2, 1).await);
 }
 
@@ -244,7 +208,7 @@ async fn resume_and_new_input_are_refused_when_they_would_corrupt_the_thread() {
     assert!(err.to_string().contains("no unfinished run"), "{err}");
 
     let cursor = new_thread(&cp).await;
-    fx.hang.lock().unwrap().push("line 0.0".into());
+    fx.hang_once("line 0.0");
     let _ = tokio::time::timeout(
         Duration::from_millis(200),
         a.run("go").thread(cursor.clone()),
@@ -366,7 +330,7 @@ async fn two_processes_resuming_one_thread_run_nothing_twice() {
     let cp: SharedCheckpointer = Arc::new(InMemoryCheckpointer::new());
     let cursor = new_thread(&cp).await;
     let fx = Effects::default();
-    fx.hang.lock().unwrap().push("line 0.0".into());
+    fx.hang_once("line 0.0");
     let a = agent(ScriptedClient::new(script(1, 1)), &fx);
     let cut = tokio::time::timeout(
         Duration::from_millis(200),
@@ -390,6 +354,6 @@ async fn two_processes_resuming_one_thread_run_nothing_twice() {
         errors[0].contains("being run elsewhere") || errors[0].contains("no unfinished run"),
         "{errors:?}"
     );
-    assert_eq!(*fx.lines.lock().unwrap(), ["line 0.0"], "the call ran once");
+    assert_eq!(fx.lines(), ["line 0.0"], "the call ran once");
     assert_eq!(transcript(&cursor).await.messages, reference(1, 1).await);
 }

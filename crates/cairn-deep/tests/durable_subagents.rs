@@ -2,50 +2,18 @@
 //! namespace, and resumed with the parent (issue #9).
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 use std::time::Duration;
 
 use cairn_core::testing::{RecordedRequest, ScriptedClient};
 use cairn_core::{
-    Agent, ChatResponse, FnTool, InMemoryCheckpointer, Role, RunStatus, SharedCheckpointer,
-    ThreadCursor, ToolOutput,
+    Agent, ChatResponse, InMemoryCheckpointer, Role, RunStatus, SharedCheckpointer, ThreadCursor,
 };
 use cairn_deep::TaskTool;
+use cairn_test_support::agent::AppendLog;
 use serde_json::json;
 
-#[derive(Clone, Default)]
-struct Effects {
-    lines: Arc<Mutex<Vec<String>>>,
-    hang_once: Arc<Mutex<Option<String>>>,
-}
-
-fn append_tool(fx: Effects) -> FnTool {
-    FnTool::new(
-        "append",
-        "Append a line.",
-        json!({"type": "object", "properties": {"line": {"type": "string"}}, "required": ["line"]}),
-        move |ctx| {
-            let fx = fx.clone();
-            async move {
-                let line = ctx.arguments["line"].as_str().unwrap().to_owned();
-                let hang = {
-                    let mut h = fx.hang_once.lock().unwrap();
-                    if h.as_deref() == Some(line.as_str()) {
-                        *h = None;
-                        true
-                    } else {
-                        false
-                    }
-                };
-                if hang {
-                    futures::future::pending::<()>().await;
-                }
-                fx.lines.lock().unwrap().push(line.clone());
-                Ok(ToolOutput::text(format!("appended {line}")))
-            }
-        },
-    )
-}
+type Effects = AppendLog;
 
 fn turns(req: &RecordedRequest) -> usize {
     req.messages
@@ -63,9 +31,7 @@ fn parent(fx: &Effects) -> Agent {
             _ => ChatResponse::text("sub done"),
         })
     });
-    let worker = Agent::builder(sub_client)
-        .tool(append_tool(fx.clone()))
-        .build();
+    let worker = Agent::builder(sub_client).tool(fx.tool()).build();
     let task = TaskTool::new(vec![("worker".into(), "Works.".into(), worker)]);
     let parent_client = ScriptedClient::new(|req| {
         Ok(match turns(req) {
@@ -85,22 +51,18 @@ async fn resuming_the_parent_resumes_its_cut_off_subagent() {
     let info = cp.create_thread(None, Default::default()).await.unwrap();
     let cursor = ThreadCursor::new(Arc::clone(&cp), info.id.clone());
     let fx = Effects::default();
-    *fx.hang_once.lock().unwrap() = Some("s2".into());
+    fx.hang_once("s2");
     let cut = tokio::time::timeout(
         Duration::from_millis(300),
         parent(&fx).run("go").thread(cursor.clone()),
     )
     .await;
     assert!(cut.is_err());
-    assert_eq!(*fx.lines.lock().unwrap(), ["s1"]);
+    assert_eq!(fx.lines(), ["s1"]);
 
     let r = parent(&fx).resume(cursor.clone()).await.unwrap();
     assert_eq!(r.text(), "parent done");
-    assert_eq!(
-        *fx.lines.lock().unwrap(),
-        ["s1", "s2"],
-        "s1 was not run again"
-    );
+    assert_eq!(fx.lines(), ["s1", "s2"], "s1 was not run again");
     let t = cursor.load().await.unwrap();
     assert_eq!(t.status, RunStatus::Completed);
     let report = t
@@ -131,9 +93,5 @@ async fn resuming_the_parent_resumes_its_cut_off_subagent() {
     let fcursor = ThreadCursor::new(Arc::clone(&cp), fork.id);
     let r = parent(&fx).resume(fcursor).await.unwrap();
     assert_eq!(r.text(), "parent done");
-    assert_eq!(
-        fx.lines.lock().unwrap().len(),
-        2,
-        "the subagent did not run again"
-    );
+    assert_eq!(fx.lines().len(), 2, "the subagent did not run again");
 }

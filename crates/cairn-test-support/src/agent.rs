@@ -1,8 +1,8 @@
 //! Helpers for end-to-end agent tests: an `echo` tool, plain-and-streamed runs, the tool results
 //! of a conversation, and running one test in a child process with a chosen environment.
 
-use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex, MutexGuard};
 
 use cairn_core::{
     Agent, AgentEventKind, AgentResponse, FnTool, FunctionResult, Kwargs, Message, ToolOutput,
@@ -27,6 +27,66 @@ pub fn echo_tool(calls: Arc<AtomicUsize>) -> FnTool {
             }
         },
     )
+}
+
+/// The side effect that crash and resume tests watch: every executed `append` call adds its
+/// line (and counts `appended` in the session state); a line named by [`hang_once`] hangs the
+/// first time, as a call running when its process is killed.
+///
+/// [`hang_once`]: AppendLog::hang_once
+#[derive(Debug, Clone, Default)]
+pub struct AppendLog {
+    lines: Arc<Mutex<Vec<String>>>,
+    hang: Arc<Mutex<Vec<String>>>,
+}
+
+fn locked<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(|p| p.into_inner())
+}
+
+impl AppendLog {
+    /// The lines appended so far, in order.
+    pub fn lines(&self) -> Vec<String> {
+        locked(&self.lines).clone()
+    }
+
+    /// The next call appending `line` hangs forever instead.
+    pub fn hang_once(&self, line: &str) {
+        locked(&self.hang).push(line.to_owned());
+    }
+
+    /// The `append(line)` tool writing to this log.
+    pub fn tool(&self) -> FnTool {
+        let log = self.clone();
+        FnTool::new(
+            "append",
+            "Append a line.",
+            json!({"type": "object", "properties": {"line": {"type": "string"}}, "required": ["line"]}),
+            move |ctx| {
+                let log = log.clone();
+                async move {
+                    let line = ctx.arguments["line"]
+                        .as_str()
+                        .unwrap_or_default()
+                        .to_owned();
+                    let hang = {
+                        let mut h = locked(&log.hang);
+                        let pos = h.iter().position(|l| *l == line);
+                        pos.map(|p| h.remove(p)).is_some()
+                    };
+                    if hang {
+                        futures::future::pending::<()>().await;
+                    }
+                    locked(&log.lines).push(line.clone());
+                    if let Some(s) = &ctx.session {
+                        let n = s.state().get::<u64>("appended").unwrap_or(0);
+                        s.state().insert_value("appended", json!(n + 1));
+                    }
+                    Ok(ToolOutput::text(format!("appended {line}")))
+                }
+            },
+        )
+    }
 }
 
 /// Runs `agent` on "go" plainly and streamed (with a function-invocation kwarg, `user_id =
