@@ -221,8 +221,15 @@ const GIT_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(2);
 
 /// A few lines telling the model where it is: the working directory, whether it is in a git
 /// repository (branch; clean or with uncommitted changes), the OS and today's date (UTC).
+///
+/// The directory is named, not given as a host path: the file tools see it as `/`, and the
+/// embedded 1.5B model copied a host path shown here into its tool calls (it wrote
+/// `/tmp/x/hello.py`, which landed in `tmp/x/` under the root).
 pub fn environment_section(root: &Path) -> String {
     let root = root.canonicalize().unwrap_or_else(|_| root.to_path_buf());
+    let name = root
+        .file_name()
+        .map_or_else(|| "/".into(), |n| n.to_string_lossy().into_owned());
     let git = match git_status(&root) {
         GitState::None => "not a git repository".to_owned(),
         GitState::Repo { branch, dirty } => {
@@ -235,8 +242,8 @@ pub fn environment_section(root: &Path) -> String {
         }
     };
     format!(
-        "## Environment\n- Working directory: {} (the file tools see it as `/`: write `/src/main.rs`, not the full host path; `execute` runs in it)\n- It is {git}.\n- OS: {} ({})\n- Date: {} (UTC)",
-        root.display(),
+        "## Environment\n- Working directory: the project `{}`, which the file tools see as `/`; shell commands run in it.\n- It is {git}.\n- OS: {} ({})\n- Date: {} (UTC)",
+        name,
         std::env::consts::OS,
         std::env::consts::ARCH,
         utc_date()
