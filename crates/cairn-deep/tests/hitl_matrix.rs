@@ -182,7 +182,9 @@ fn opener(store: Store, name: &str) -> Option<(Opener, Option<tempfile::TempDir>
                     return None;
                 }
             };
-            let schema = format!("cairn_hitl_{}_{}", std::process::id(), name.to_lowercase());
+            // One schema per case, reused by later runs (thread ids are random, and each case
+            // deletes its thread), so repeated CI runs do not pile schemas up.
+            let schema = format!("cairn_hitl_{}", name.to_lowercase());
             Some((
                 Box::new(move || {
                     let (url, schema) = (url.clone(), schema.clone());
@@ -262,6 +264,10 @@ async fn case(shape: Shape, kind: Kind, store: Store) {
         RunStatus::Completed,
         "{name}"
     );
+    db.checkpointer()
+        .delete_thread(&cursor.thread_id)
+        .await
+        .unwrap();
     if !matches!(store, Store::InProcess) {
         db.close().await;
     }

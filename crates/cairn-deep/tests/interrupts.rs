@@ -101,7 +101,8 @@ async fn the_same_on_postgresql() {
             return;
         }
     };
-    let schema = format!("cairn_hitl_{}", std::process::id());
+    // Reused by later runs (thread ids are random; the case deletes its thread).
+    let schema = "cairn_hitl_parallel".to_owned();
     pause_then_resume(Box::new(move || {
         let (url, schema) = (url.clone(), schema.clone());
         Box::pin(async move {
@@ -192,6 +193,10 @@ async fn pause_then_resume(open: Opener) {
         .map(|r| r.text())
         .collect();
     assert!(reports.iter().any(|r| r.contains("SUB B")), "{reports:?}");
+    db.checkpointer()
+        .delete_thread(&cursor.thread_id)
+        .await
+        .unwrap();
 }
 
 #[tokio::test]
