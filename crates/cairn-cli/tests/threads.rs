@@ -26,6 +26,9 @@ fn cairn(server: &FakeOpenAI, dir: &Path, db: &Path) -> Command {
     c
 }
 
+/// `cairn resume --last`, allowing every call, on the fake model.
+const RESUME_LAST: [&str; 5] = ["resume", "--last", "-y", "-m", "openai:fake"];
+
 /// `cairn run -y TASK` started in the background against `server`, output discarded.
 fn spawn_run(server: &FakeOpenAI, dir: &Path, db: &Path, task: &str) -> std::process::Child {
     server
@@ -155,7 +158,7 @@ fn a_killed_run_is_finished_by_resume_last_without_repeating_a_step() {
     assert_eq!(list[0]["status"], "running", "cut off, not finished");
 
     let out = cairn(&server, dir.path(), &db)
-        .args(["resume", "--last", "-y", "-m", "openai:fake"])
+        .args(RESUME_LAST)
         .output()
         .unwrap();
     assert!(
@@ -179,7 +182,7 @@ fn a_killed_run_is_finished_by_resume_last_without_repeating_a_step() {
 
     // Nothing left to resume; more input continues the thread.
     let out = cairn(&server, dir.path(), &db)
-        .args(["resume", "--last", "-y", "-m", "openai:fake"])
+        .args(RESUME_LAST)
         .output()
         .unwrap();
     assert!(out.status.success());
@@ -329,7 +332,7 @@ fn sigkill_at_twenty_points_then_resume_gives_the_uninterrupted_transcript() {
                 cut += 1;
             }
             let out = cairn(&server, dir.path(), &db)
-                .args(["resume", "--last", "-y", "-m", "openai:fake"])
+                .args(RESUME_LAST)
                 .output()
                 .unwrap();
             assert!(

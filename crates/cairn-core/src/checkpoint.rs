@@ -551,6 +551,18 @@ impl Transcript {
         self.partial_results.clear();
     }
 
+    /// The last run's outcome as its [`AgentResponse`](crate::AgentResponse) reported it: what
+    /// the run produced after its input, its model calls and usage. A finished sub-run re-run
+    /// after a cut-off answers with this instead of running again.
+    pub fn response(&self) -> crate::AgentResponse {
+        crate::AgentResponse {
+            messages: self.messages[self.produced_from.min(self.messages.len())..].to_vec(),
+            usage: self.counters.usage,
+            model_calls: self.counters.model_calls,
+            ..Default::default()
+        }
+    }
+
     /// Calls of the last response still waiting for a result.
     pub fn unanswered(&self) -> Vec<FunctionCall> {
         self.pending

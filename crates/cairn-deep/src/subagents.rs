@@ -496,44 +496,38 @@ impl TaskTool {
             .sub_run(ctx, args.description)
             .await
             .map_err(|e| ToolError::failed(format!("the subagent's thread: {e}")))?;
-        let mut req = match sub {
+        let result = match sub {
+            // It had finished: its answer and its files, as if it had just run.
             SubRun::Finished { first, done } => {
-                slot.release();
-                drop(extensions);
-                if let Some(s) = suspension {
-                    s.resume().await;
-                }
-                if let Some(parent) = &ctx.session {
-                    parent
-                        .state()
-                        .with(|m| merge_changes(m, &first.state, &done.state));
-                }
-                let answer = done
-                    .messages
-                    .iter()
-                    .rev()
-                    .find(|m| m.role == cairn_core::Role::Assistant && !m.text().is_empty())
-                    .map(|m| m.text());
-                return Ok(ToolOutput::text(answer.unwrap_or_else(|| {
-                    "(The subagent finished without a report.)".to_owned()
-                })));
+                copied = first.state;
+                let response = done.response();
+                child.state().replace(done.state);
+                Ok(response)
             }
             SubRun::Resume { first, request } => {
                 copied = first.state;
-                request
+                run_subagent(
+                    request,
+                    &child,
+                    ctx,
+                    &extensions,
+                    &args.subagent_type,
+                    agent,
+                )
+                .await
             }
-            SubRun::Run(request) => request,
-        }
-        .session(&child)
-        .function_invocation_kwargs(ctx.kwargs.clone())
-        .extensions(&extensions);
-        if let Some(sink) = &ctx.updates {
-            req = req.updates(sink.nested(
-                format!("{}:{}", args.subagent_type, ctx.call_id),
-                agent.name().map(str::to_owned),
-            ));
-        }
-        let result = req.await;
+            SubRun::Run(request) => {
+                run_subagent(
+                    request,
+                    &child,
+                    ctx,
+                    &extensions,
+                    &args.subagent_type,
+                    agent,
+                )
+                .await
+            }
+        };
         slot.release();
         drop(extensions);
         if let Some(s) = suspension {
@@ -558,10 +552,40 @@ impl TaskTool {
             // this call when the run is resumed.
             return Err(ToolError::Interrupted(response.interrupts));
         }
-        Ok(ToolOutput::text(response.last_text().unwrap_or_else(
-            || "(The subagent finished without a report.)".to_owned(),
-        )))
+        Ok(report(&response))
     }
+}
+
+/// Runs (or resumes) a subagent in its own session, streaming into the caller's updates
+/// under its name and this call's id.
+async fn run_subagent(
+    request: cairn_core::RunRequest,
+    child: &AgentSession,
+    ctx: &FunctionInvocationContext,
+    extensions: &cairn_core::Extensions,
+    subagent_type: &str,
+    agent: &Agent,
+) -> cairn_core::Result<cairn_core::AgentResponse> {
+    let mut req = request
+        .session(child)
+        .function_invocation_kwargs(ctx.kwargs.clone())
+        .extensions(extensions);
+    if let Some(sink) = &ctx.updates {
+        req = req.updates(sink.nested(
+            format!("{subagent_type}:{}", ctx.call_id),
+            agent.name().map(str::to_owned),
+        ));
+    }
+    req.await
+}
+
+/// What `task` returns: the subagent's last answer.
+fn report(response: &cairn_core::AgentResponse) -> ToolOutput {
+    ToolOutput::text(
+        response
+            .last_text()
+            .unwrap_or_else(|| "(The subagent finished without a report.)".to_owned()),
+    )
 }
 
 impl Tool for TaskTool {

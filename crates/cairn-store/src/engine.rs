@@ -294,6 +294,14 @@ impl Checkpointer for Backend {
                 namespace: namespace.to_owned(),
                 parent,
             };
+            // Another writer's step after the same parent (the unique parent index): a conflict.
+            let conflict_or_error = |e: sqlx::Error| {
+                if is_unique_violation(&e) {
+                    conflict()
+                } else {
+                    cpe(e)
+                }
+            };
             let text = serde_json::to_string(delta)
                 .map_err(|e| CheckpointError::Invalid(format!("the step cannot be stored: {e}")))?;
             let Ok(parent_i) = i64::try_from(parent) else {
@@ -336,20 +344,8 @@ impl Checkpointer for Backend {
             .bind(&text)
             .execute(&mut *tx)
             .await
-            .map_err(|e| {
-                if is_unique_violation(&e) {
-                    conflict()
-                } else {
-                    cpe(e)
-                }
-            })?;
-            tx.commit().await.map_err(|e| {
-                if is_unique_violation(&e) {
-                    conflict()
-                } else {
-                    cpe(e)
-                }
-            })?;
+            .map_err(conflict_or_error)?;
+            tx.commit().await.map_err(conflict_or_error)?;
             to_u64(seq, "seq")
         })
     }

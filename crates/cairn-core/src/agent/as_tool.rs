@@ -130,7 +130,7 @@ impl crate::tool::Tool for AgentTool {
                 .map_err(|e| ToolError::failed(format!("the agent's thread: {e}")))?;
             let req = match sub {
                 super::SubRun::Finished { done, .. } => {
-                    return Ok(ToolOutput::text(last_answer(&done.messages)));
+                    return Ok(ToolOutput::text(done.response().text()));
                 }
                 super::SubRun::Resume { request, .. } | super::SubRun::Run(request) => request,
             };
@@ -181,14 +181,4 @@ impl From<Error> for ToolError {
     fn from(e: Error) -> Self {
         ToolError::failed(e)
     }
-}
-
-/// The text of the last assistant message with text (a finished sub-run's answer).
-pub(crate) fn last_answer(messages: &[Message]) -> String {
-    messages
-        .iter()
-        .rev()
-        .find(|m| m.role == Role::Assistant && !m.text().is_empty())
-        .map(Message::text)
-        .unwrap_or_default()
 }
