@@ -405,6 +405,17 @@ pub trait Checkpointer: Send + Sync + 'static {
         at: u64,
         new_id: Option<&'a str>,
     ) -> BoxFuture<'a, Result<ThreadInfo, CheckpointError>>;
+
+    /// Removes the thread's own steps after `after` in every namespace (a rollback: the
+    /// thread reads as it did when `after` was its head, and the next step of namespace `""`
+    /// extends `after`). Returns how many steps were removed. Refused
+    /// ([`CheckpointError::Invalid`]) when a fork of the thread was made after `after`, since
+    /// the fork shares those steps.
+    fn truncate<'a>(
+        &'a self,
+        thread: &'a str,
+        after: u64,
+    ) -> BoxFuture<'a, Result<usize, CheckpointError>>;
 }
 
 /// A shared checkpointer handle.
@@ -849,6 +860,38 @@ impl Checkpointer for InMemoryCheckpointer {
         let map = self.lock();
         let mut out = Vec::new();
         ready(mem_steps(&map, thread, namespace, upto.unwrap_or(u64::MAX), &mut out).map(|()| out))
+    }
+
+    fn truncate<'a>(
+        &'a self,
+        thread: &'a str,
+        after: u64,
+    ) -> BoxFuture<'a, Result<usize, CheckpointError>> {
+        let mut map = self.lock();
+        if map.values().any(|t| {
+            t.info
+                .forked_from
+                .as_ref()
+                .is_some_and(|(s, at)| s == thread && *at > after)
+        }) {
+            return ready(Err(CheckpointError::Invalid(format!(
+                "thread {thread} has a fork made after step {after}; delete it first"
+            ))));
+        }
+        let Some(t) = map.get_mut(thread) else {
+            return ready(Err(CheckpointError::NotFound(thread.to_owned())));
+        };
+        let before = t.steps.len();
+        t.steps.retain(|s| s.seq <= after);
+        let removed = before - t.steps.len();
+        t.info.status = t
+            .steps
+            .iter()
+            .rev()
+            .find(|s| s.namespace.is_empty())
+            .map_or(RunStatus::Completed, |s| s.delta.status);
+        t.info.updated_at_ms = now_ms();
+        ready(Ok(removed))
     }
 
     fn fork<'a>(

@@ -281,6 +281,67 @@ impl Checkpointer for Backend {
         })
     }
 
+    fn truncate<'a>(
+        &'a self,
+        thread: &'a str,
+        after: u64,
+    ) -> BoxFuture<'a, Result<usize, CheckpointError>> {
+        Box::pin(async move {
+            let after_i = i64::try_from(after).unwrap_or(i64::MAX);
+            let mut tx = self.begin_write().await.map_err(cpe)?;
+            // Lock the thread's row first (PostgreSQL), as `append` does.
+            let found = sqlx::query("UPDATE threads SET updated_at_ms = $2 WHERE id = $1")
+                .bind(thread)
+                .bind(now_ms())
+                .execute(&mut *tx)
+                .await
+                .map_err(cpe)?;
+            if found.rows_affected() == 0 {
+                return Err(CheckpointError::NotFound(thread.to_owned()));
+            }
+            let forks: i64 = sqlx::query_scalar(
+                "SELECT COUNT(*) FROM threads WHERE forked_from = $1 AND forked_at > $2",
+            )
+            .bind(thread)
+            .bind(after_i)
+            .fetch_one(&mut *tx)
+            .await
+            .map_err(cpe)?;
+            if forks > 0 {
+                return Err(CheckpointError::Invalid(format!(
+                    "thread {thread} has a fork made after step {after}; delete it first"
+                )));
+            }
+            let removed = sqlx::query("DELETE FROM steps WHERE thread_id = $1 AND seq > $2")
+                .bind(thread)
+                .bind(after_i)
+                .execute(&mut *tx)
+                .await
+                .map_err(cpe)?
+                .rows_affected();
+            let last: Option<String> = sqlx::query_scalar(
+                "SELECT delta FROM steps WHERE thread_id = $1 AND namespace = '' \
+                 ORDER BY seq DESC LIMIT 1",
+            )
+            .bind(thread)
+            .fetch_optional(&mut *tx)
+            .await
+            .map_err(cpe)?;
+            let status = match last {
+                Some(d) => delta_status(&d)?,
+                None => RunStatus::Completed,
+            };
+            sqlx::query("UPDATE threads SET status = $2 WHERE id = $1")
+                .bind(thread)
+                .bind(status.as_str())
+                .execute(&mut *tx)
+                .await
+                .map_err(cpe)?;
+            tx.commit().await.map_err(cpe)?;
+            Ok(usize::try_from(removed).unwrap_or(usize::MAX))
+        })
+    }
+
     fn append<'a>(
         &'a self,
         thread: &'a str,

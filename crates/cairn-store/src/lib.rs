@@ -50,11 +50,17 @@ use cairn_core::{
 
 mod common;
 mod postgres;
+pub mod runs;
 mod sqlite;
+
+pub use runs::{
+    CancelAction, Created, MultitaskStrategy, NewRun, RunError, RunFilter, RunQueue, RunRecord,
+    RunState,
+};
 
 /// The newest storage format this build reads and writes (the `format_version` row of the
 /// `meta` table).
-pub const FORMAT_VERSION: i64 = 1;
+pub const FORMAT_VERSION: i64 = 2;
 
 /// Which engine a [`Database`] runs on.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -259,6 +265,21 @@ impl Database {
             Inner::Memory(_, s) => Arc::new(s.clone()),
             Inner::Sqlite(b) => b.clone(),
             Inner::Postgres(b) => b.clone(),
+        }
+    }
+
+    /// The run queue on this database (`cairn serve`'s runs); [`RunError::Unsupported`] for
+    /// the in-memory database.
+    pub fn runs(&self) -> Result<RunQueue, RunError> {
+        use runs::QueueInner;
+        match &self.inner {
+            Inner::Memory(..) => Err(RunError::Unsupported),
+            Inner::Sqlite(b) => Ok(RunQueue {
+                inner: QueueInner::Sqlite(Arc::clone(b)),
+            }),
+            Inner::Postgres(b) => Ok(RunQueue {
+                inner: QueueInner::Postgres(Arc::clone(b)),
+            }),
         }
     }
 

@@ -21,8 +21,9 @@ const MIGRATE_PRELUDE: &[&str] = &["SELECT pg_advisory_xact_lock(1667330418)"];
 
 /// The schema, one list of statements per format version. Ids, namespaces and keys use the
 /// "C" collation: byte order, as the in-memory implementations sort.
-const MIGRATIONS: &[&[&str]] = &[&[
-    r#"CREATE TABLE threads (
+const MIGRATIONS: &[&[&str]] = &[
+    &[
+        r#"CREATE TABLE threads (
         id TEXT COLLATE "C" PRIMARY KEY,
         created_at_ms BIGINT NOT NULL,
         updated_at_ms BIGINT NOT NULL,
@@ -32,9 +33,9 @@ const MIGRATIONS: &[&[&str]] = &[&[
         forked_at BIGINT,
         next_seq BIGINT NOT NULL
     )"#,
-    "CREATE INDEX threads_by_update ON threads (updated_at_ms DESC, id DESC)",
-    "CREATE INDEX threads_by_source ON threads (forked_from) WHERE forked_from IS NOT NULL",
-    r#"CREATE TABLE steps (
+        "CREATE INDEX threads_by_update ON threads (updated_at_ms DESC, id DESC)",
+        "CREATE INDEX threads_by_source ON threads (forked_from) WHERE forked_from IS NOT NULL",
+        r#"CREATE TABLE steps (
         thread_id TEXT COLLATE "C" NOT NULL REFERENCES threads (id),
         namespace TEXT COLLATE "C" NOT NULL,
         seq BIGINT NOT NULL,
@@ -43,8 +44,8 @@ const MIGRATIONS: &[&[&str]] = &[&[
         delta TEXT NOT NULL,
         PRIMARY KEY (thread_id, namespace, seq)
     )"#,
-    "CREATE UNIQUE INDEX steps_by_parent ON steps (thread_id, namespace, parent)",
-    r#"CREATE TABLE store_items (
+        "CREATE UNIQUE INDEX steps_by_parent ON steps (thread_id, namespace, parent)",
+        r#"CREATE TABLE store_items (
         namespace TEXT COLLATE "C" NOT NULL,
         key TEXT COLLATE "C" NOT NULL,
         value TEXT NOT NULL,
@@ -53,9 +54,38 @@ const MIGRATIONS: &[&[&str]] = &[&[
         updated_at_ms BIGINT NOT NULL,
         PRIMARY KEY (namespace, key)
     )"#,
-]];
+    ],
+    &[
+        // Version 2: the run queue of `cairn serve` (see `runs.rs`).
+        r#"CREATE TABLE runs (
+        seq BIGSERIAL PRIMARY KEY,
+        run_id TEXT COLLATE "C" NOT NULL UNIQUE,
+        thread_id TEXT COLLATE "C" NOT NULL,
+        assistant_id TEXT NOT NULL,
+        status TEXT NOT NULL,
+        kwargs TEXT NOT NULL,
+        metadata TEXT NOT NULL,
+        multitask_strategy TEXT NOT NULL,
+        created_at_ms BIGINT NOT NULL,
+        updated_at_ms BIGINT NOT NULL,
+        worker TEXT,
+        lease_until_ms BIGINT,
+        attempts BIGINT NOT NULL,
+        cancel TEXT,
+        error TEXT,
+        start_head BIGINT
+    )"#,
+        "CREATE INDEX runs_by_status ON runs (status, seq)",
+        "CREATE INDEX runs_by_thread ON runs (thread_id, seq)",
+    ],
+];
+
+/// The row-lock suffix of the run queue's claim query: concurrent workers skip the rows
+/// another worker is claiming instead of waiting for them.
+const SKIP_LOCKED: &str = " FOR UPDATE SKIP LOCKED";
 
 include!("engine.rs");
+include!("runs_engine.rs");
 
 impl Backend {
     pub(crate) async fn open(url: &str, options: &OpenOptions) -> Result<Self, OpenError> {

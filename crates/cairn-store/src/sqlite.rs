@@ -19,8 +19,9 @@ const META_EXISTS: &str =
 const MIGRATE_PRELUDE: &[&str] = &[];
 
 /// The schema, one list of statements per format version.
-const MIGRATIONS: &[&[&str]] = &[&[
-    "CREATE TABLE threads (
+const MIGRATIONS: &[&[&str]] = &[
+    &[
+        "CREATE TABLE threads (
         id TEXT PRIMARY KEY NOT NULL,
         created_at_ms INTEGER NOT NULL,
         updated_at_ms INTEGER NOT NULL,
@@ -30,9 +31,9 @@ const MIGRATIONS: &[&[&str]] = &[&[
         forked_at INTEGER,
         next_seq INTEGER NOT NULL
     )",
-    "CREATE INDEX threads_by_update ON threads (updated_at_ms DESC, id DESC)",
-    "CREATE INDEX threads_by_source ON threads (forked_from) WHERE forked_from IS NOT NULL",
-    "CREATE TABLE steps (
+        "CREATE INDEX threads_by_update ON threads (updated_at_ms DESC, id DESC)",
+        "CREATE INDEX threads_by_source ON threads (forked_from) WHERE forked_from IS NOT NULL",
+        "CREATE TABLE steps (
         thread_id TEXT NOT NULL REFERENCES threads (id),
         namespace TEXT NOT NULL,
         seq INTEGER NOT NULL,
@@ -40,8 +41,8 @@ const MIGRATIONS: &[&[&str]] = &[&[
         created_at_ms INTEGER NOT NULL,
         delta TEXT NOT NULL
     )",
-    "CREATE UNIQUE INDEX steps_by_parent ON steps (thread_id, namespace, parent)",
-    "CREATE TABLE store_items (
+        "CREATE UNIQUE INDEX steps_by_parent ON steps (thread_id, namespace, parent)",
+        "CREATE TABLE store_items (
         namespace TEXT NOT NULL,
         key TEXT NOT NULL,
         value TEXT NOT NULL,
@@ -50,9 +51,38 @@ const MIGRATIONS: &[&[&str]] = &[&[
         updated_at_ms INTEGER NOT NULL,
         PRIMARY KEY (namespace, key)
     )",
-]];
+    ],
+    &[
+        // Version 2: the run queue of `cairn serve` (see `runs.rs`).
+        "CREATE TABLE runs (
+        seq INTEGER PRIMARY KEY AUTOINCREMENT,
+        run_id TEXT NOT NULL UNIQUE,
+        thread_id TEXT NOT NULL,
+        assistant_id TEXT NOT NULL,
+        status TEXT NOT NULL,
+        kwargs TEXT NOT NULL,
+        metadata TEXT NOT NULL,
+        multitask_strategy TEXT NOT NULL,
+        created_at_ms INTEGER NOT NULL,
+        updated_at_ms INTEGER NOT NULL,
+        worker TEXT,
+        lease_until_ms INTEGER,
+        attempts INTEGER NOT NULL,
+        cancel TEXT,
+        error TEXT,
+        start_head INTEGER
+    )",
+        "CREATE INDEX runs_by_status ON runs (status, seq)",
+        "CREATE INDEX runs_by_thread ON runs (thread_id, seq)",
+    ],
+];
+
+/// The row-lock suffix of the run queue's claim query (SQLite: the whole write transaction is
+/// the lock).
+const SKIP_LOCKED: &str = "";
 
 include!("engine.rs");
+include!("runs_engine.rs");
 
 /// An open error from an engine error, for the file at `path`.
 fn open_err(path: &Path, timeout: Duration) -> impl Fn(sqlx::Error) -> OpenError {

@@ -66,7 +66,7 @@ async fn sqlite_newer_format_is_refused() {
     let path = dir.path().join("cairn.db");
     cairn_store::open(&addr(&path)).await.unwrap().close().await;
     let mut conn = raw(&path).await;
-    sqlx::query("UPDATE meta SET value = '2' WHERE key = 'format_version'")
+    sqlx::query("UPDATE meta SET value = '3' WHERE key = 'format_version'")
         .execute(&mut conn)
         .await
         .unwrap();
@@ -76,8 +76,8 @@ async fn sqlite_newer_format_is_refused() {
         matches!(
             err,
             OpenError::NewerFormat {
-                found: 2,
-                supported: 1
+                found: 3,
+                supported: 2
             }
         ),
         "{err:?}"
@@ -86,8 +86,8 @@ async fn sqlite_newer_format_is_refused() {
     assert!(matches!(
         CheckpointError::from(err),
         CheckpointError::NewerFormat {
-            found: 2,
-            supported: 1
+            found: 3,
+            supported: 2
         }
     ));
 }
