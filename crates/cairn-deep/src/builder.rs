@@ -92,6 +92,7 @@ pub struct DeepAgentBuilder {
     interrupt_on: BTreeMap<String, InterruptOn>,
     approval: Option<Arc<dyn ApprovalHandler>>,
     middleware: Vec<AnyMiddleware>,
+    inherited: Vec<AnyMiddleware>,
     profile: HarnessProfile,
     loop_config: LoopConfig,
     options: ChatOptions,
@@ -123,6 +124,7 @@ impl Default for DeepAgentBuilder {
             interrupt_on: BTreeMap::new(),
             approval: None,
             middleware: Vec::new(),
+            inherited: Vec::new(),
             profile: HarnessProfile::default(),
             loop_config: LoopConfig::default(),
             options: ChatOptions::default(),
@@ -296,6 +298,14 @@ impl DeepAgentBuilder {
         self
     }
 
+    /// Adds middleware for this agent *and* every subagent it launches (the general-purpose
+    /// one, named ones, nested ones), outside each subagent's own: an MCP tool set given
+    /// here reaches the subagents as the caller's user tools do.
+    pub fn inherited_middleware<M>(mut self, mw: impl IntoMiddleware<M>) -> Self {
+        self.inherited.push(mw.into_middleware());
+        self
+    }
+
     /// The harness profile (merged over any set before).
     pub fn profile(mut self, profile: HarnessProfile) -> Self {
         self.profile = self.profile.merged(&profile);
@@ -438,7 +448,7 @@ impl DeepAgentBuilder {
         if let Some(name) = &self.name {
             b = b.name(name.clone());
         }
-        for mw in &self.middleware {
+        for mw in self.inherited.iter().chain(&self.middleware) {
             b = b.middleware(mw.clone());
         }
         if !self.interrupt_on.is_empty() {
@@ -537,7 +547,8 @@ impl DeepAgentBuilder {
                 context: None,
                 interrupt_on: self.interrupt_on.clone(),
                 approval: self.approval.clone(),
-                middleware: Vec::new(),
+                middleware: spec.middleware.clone(),
+                inherited: self.inherited.clone(),
                 profile: self.profile.clone(),
                 loop_config: self.loop_config.clone(),
                 options: self.options.clone(),

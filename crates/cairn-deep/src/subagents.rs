@@ -50,8 +50,9 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 
 use cairn_core::{
-    Agent, AgentContext, AgentSession, BoxFuture, ChatContext, FunctionInvocationContext,
-    Middleware, Next, SharedTool, SubRun, Tool, ToolError, ToolOutput, ToolSpec,
+    Agent, AgentContext, AgentSession, AnyMiddleware, BoxFuture, ChatContext,
+    FunctionInvocationContext, IntoMiddleware, Middleware, Next, SharedTool, SubRun, Tool,
+    ToolError, ToolOutput, ToolSpec,
 };
 use schemars::JsonSchema;
 use serde::Deserialize;
@@ -87,6 +88,9 @@ pub struct SubAgent {
     pub tools: Option<Vec<SharedTool>>,
     /// Its skill sources (not inherited).
     pub skills: Vec<String>,
+    /// Its own middleware (for example the MCP servers only it uses), inside the
+    /// inherited middleware of the agent that launches it.
+    pub middleware: Vec<AnyMiddleware>,
 }
 
 impl SubAgent {
@@ -120,6 +124,13 @@ impl SubAgent {
     /// Adds a skill source.
     pub fn skill_source(mut self, path: impl Into<String>) -> Self {
         self.skills.push(path.into());
+        self
+    }
+
+    /// Adds middleware of its own: agent middleware that adds tools to its runs (an MCP
+    /// tool set) gives it tools the caller does not have.
+    pub fn middleware<M>(mut self, mw: impl IntoMiddleware<M>) -> Self {
+        self.middleware.push(mw.into_middleware());
         self
     }
 
