@@ -17,7 +17,7 @@ use cairn_deep::{
 use futures::StreamExt;
 
 use crate::approval::{GUARDED_TOOLS, TerminalApprover};
-use crate::args::{Cli, Command, ThreadsAction};
+use crate::args::{Cli, Command, McpAction, ThreadsAction};
 use crate::cap::{FileResultCap, ModelTokenCounter, TokenCounterFn, estimate_tokens};
 use crate::model::{ModelSpec, load};
 use crate::render::{HumanRenderer, JsonRenderer, Style, Summary, Tally, sanitize};
@@ -159,6 +159,10 @@ pub fn build_agent(client: Arc<dyn ChatClient>, setup: &AgentSetup) -> Result<Ag
         prompt.push(MEMORIES_PROMPT.to_owned());
     }
     b = b.system_prompt(prompt.join("\n\n"));
+    // The configured MCP servers' tools, for the agent and its subagents.
+    if let Some(mcp) = crate::mcp::active() {
+        b = b.inherited_middleware(mcp);
+    }
     // Skills: the user's (`~/.config/cairn/skills/`, routed into the backend) first, then the
     // project's (`.cairn/skills/`), so a project skill of the same name wins.
     if home
@@ -585,6 +589,12 @@ pub async fn run(cli: Cli, secrets: Secrets, scrub: ScrubReport) -> Result<u8> {
     let root = root
         .canonicalize()
         .with_context(|| format!("cannot resolve {}", root.display()))?;
+    if let Command::Mcp {
+        action: McpAction::List,
+    } = &cli.command
+    {
+        return crate::mcp::list(&root, g).await;
+    }
     let db_location = crate::threads::location(g.db.as_deref(), |k| std::env::var(k).ok());
     if db_location.is_none() && g.verbose {
         eprintln!("cairn: no home directory and no --db: threads are kept in memory only");
@@ -668,6 +678,7 @@ pub async fn run(cli: Cli, secrets: Secrets, scrub: ScrubReport) -> Result<u8> {
     let approver: Option<Arc<dyn ApprovalHandler>> = terminal
         .as_ref()
         .map(|t| Arc::clone(t) as Arc<dyn ApprovalHandler>);
+    crate::mcp::activate(&root, g)?;
     let setup = AgentSetup {
         root,
         max_steps: g.max_steps,
@@ -765,6 +776,9 @@ pub async fn run(cli: Cli, secrets: Secrets, scrub: ScrubReport) -> Result<u8> {
                 g.verbose,
             )
             .await?
+        }
+        Command::Mcp { .. } => {
+            crate::mcp::serve(Arc::clone(&model.client), &setup, &db, &model.label).await?
         }
         Command::Threads { .. } => 0,
     };

@@ -131,6 +131,11 @@ pub struct GlobalArgs {
     /// ~/.local/share/cairn/cairn.db]
     #[arg(long, global = true, env = "CAIRN_DB", value_name = "PATH_OR_URL")]
     pub db: Option<String>,
+
+    /// An MCP configuration file (an `mcpServers` JSON object) whose servers join those of
+    /// ~/.config/cairn/mcp.json and .cairn/mcp.json, its entries winning; may be repeated.
+    #[arg(long = "mcp-config", global = true, value_name = "FILE")]
+    pub mcp_config: Vec<PathBuf>,
 }
 
 /// A timeout flag's value: a positive number of seconds (`30`, `0.5`).
@@ -208,6 +213,16 @@ pub enum Command {
         #[command(subcommand)]
         action: Option<ThreadsAction>,
     },
+    /// MCP: `list` shows the configured MCP servers and their tools; `serve` serves cairn to
+    /// MCP clients on stdin/stdout (tools `run` and `reply`).
+    #[command(
+        after_help = "Servers come from ~/.config/cairn/mcp.json, .cairn/mcp.json (the project wins) and --mcp-config FILE:\n  {\"mcpServers\": {\"fs\": {\"command\": \"npx\", \"args\": [\"-y\", \"@modelcontextprotocol/server-filesystem\", \".\"]}}}\nTheir tools are named mcp__<server>__<tool>; those not marked read-only ask before they run unless --yes or \"trust\": true."
+    )]
+    Mcp {
+        /// What to do.
+        #[command(subcommand)]
+        action: McpAction,
+    },
 }
 
 /// What `cairn threads` does besides listing.
@@ -223,6 +238,16 @@ pub enum ThreadsAction {
         /// The thread id (a unique prefix is enough).
         id: String,
     },
+}
+
+/// What `cairn mcp` does.
+#[derive(Debug, Clone, Subcommand)]
+pub enum McpAction {
+    /// Start each configured server and show its status and tools.
+    List,
+    /// Serve cairn as an MCP server on stdin/stdout: `run` (a task; returns the answer and the
+    /// thread id) and `reply` (continue a thread, or decide on a paused run).
+    Serve,
 }
 
 impl Command {

@@ -10,6 +10,7 @@ pub mod app;
 pub mod approval;
 pub mod args;
 pub mod cap;
+pub mod mcp;
 pub mod model;
 pub mod profile;
 pub mod render;
