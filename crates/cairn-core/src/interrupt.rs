@@ -171,6 +171,33 @@ impl Interrupt {
     }
 }
 
+/// What a tool says about one of its calls before the call runs
+/// ([`Tool::review_call`](crate::Tool::review_call)), on top of `interrupt_on` and its
+/// approval mode: a shell tool's exec policy, say, allows `git status` without asking, asks
+/// for `rm -rf build`, and forbids `rm -rf /`.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+#[non_exhaustive]
+pub enum CallReview {
+    /// Reviewed as the agent configures the tool (`interrupt_on`, the approval mode).
+    #[default]
+    AsConfigured,
+    /// Runs without a decision, even when the tool is guarded.
+    Allow,
+    /// Needs a decision even when the tool is not guarded (as if `interrupt_on` named it,
+    /// with every decision allowed); `reason` becomes the interrupt's description when the
+    /// guard has none.
+    Ask {
+        /// Why it needs a decision, for the reviewer.
+        reason: String,
+    },
+    /// Never runs: the model reads an error that says so and why. Edited arguments are
+    /// reviewed again, so an edit cannot run a forbidden call either.
+    Forbid {
+        /// Why, for the model.
+        reason: String,
+    },
+}
+
 /// A call waiting for review, as an in-process [`ApprovalHandler`] sees it.
 pub type ApprovalRequest = Interrupt;
 

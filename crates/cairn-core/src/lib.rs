@@ -78,7 +78,8 @@ pub use context::{AgentContext, ChatContext, FunctionInvocationContext};
 pub use error::{ChatError, ChatErrorKind, Error, MiddlewareKind, Result, ToolError};
 pub use extensions::Extensions;
 pub use interrupt::{
-    ApprovalHandler, ApprovalRequest, Decision, DecisionKind, Decisions, Interrupt, InterruptOn,
+    ApprovalHandler, ApprovalRequest, CallReview, Decision, DecisionKind, Decisions, Interrupt,
+    InterruptOn,
 };
 pub use kwargs::Kwargs;
 pub use message::{Content, FinishReason, FunctionCall, FunctionResult, Message, Role, Usage};

@@ -415,6 +415,14 @@ pub trait Tool: Send + Sync + 'static {
         &'a self,
         ctx: &'a FunctionInvocationContext,
     ) -> BoxFuture<'a, Result<ToolOutput, ToolError>>;
+
+    /// Reviews one call before it runs (see [`CallReview`](crate::interrupt::CallReview)):
+    /// the agent loop asks this for every call, before approvals. The default leaves the
+    /// call to the agent's configuration. Must be quick: no I/O.
+    fn review_call(&self, arguments: &Value) -> crate::interrupt::CallReview {
+        let _ = arguments;
+        crate::interrupt::CallReview::AsConfigured
+    }
 }
 
 /// A shared, type-erased tool.
@@ -556,6 +564,9 @@ impl Tool for RespecTool {
         ctx: &'a FunctionInvocationContext,
     ) -> BoxFuture<'a, Result<ToolOutput, ToolError>> {
         self.inner.invoke(ctx)
+    }
+    fn review_call(&self, arguments: &Value) -> crate::interrupt::CallReview {
+        self.inner.review_call(arguments)
     }
 }
 

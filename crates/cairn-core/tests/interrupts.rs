@@ -335,3 +335,118 @@ async fn an_agent_used_as_a_tool_pauses_the_caller_and_continues_inside() {
     // The inner agent continued from its own steps: one more model call, not a restart.
     assert_eq!(inner_calls.requests().len(), inner_requests + 1);
 }
+
+/// `write` with a per-call review: text "free" runs unasked, "ask" needs a decision,
+/// "never" is forbidden; anything else is reviewed as configured.
+struct ReviewedWrite(FnTool);
+
+impl cairn_core::Tool for ReviewedWrite {
+    fn spec(&self) -> &cairn_core::ToolSpec {
+        self.0.spec()
+    }
+    fn invoke<'a>(
+        &'a self,
+        ctx: &'a cairn_core::FunctionInvocationContext,
+    ) -> cairn_core::BoxFuture<'a, Result<ToolOutput, cairn_core::ToolError>> {
+        self.0.invoke(ctx)
+    }
+    fn review_call(&self, arguments: &serde_json::Value) -> cairn_core::CallReview {
+        match arguments["text"].as_str() {
+            Some("free") => cairn_core::CallReview::Allow,
+            Some("ask") => cairn_core::CallReview::Ask {
+                reason: "the policy asks".into(),
+            },
+            Some("never") => cairn_core::CallReview::Forbid {
+                reason: "the policy forbids it".into(),
+            },
+            _ => cairn_core::CallReview::AsConfigured,
+        }
+    }
+}
+
+fn calling(text: &'static str) -> ScriptedClient {
+    ScriptedClient::new(move |req| {
+        Ok(if turns(req) == 0 {
+            ChatResponse::tool_calls([("write", json!({ "text": text }))])
+        } else {
+            let last = req
+                .messages
+                .iter()
+                .flat_map(|m| m.function_results())
+                .last()
+                .map(|r| r.text())
+                .unwrap_or_default();
+            ChatResponse::text(format!("saw: {last}"))
+        })
+    })
+}
+
+fn reviewed_agent(log: &Log, text: &'static str, guarded: bool) -> Agent {
+    let mut b = Agent::builder(calling(text))
+        .tool(ReviewedWrite(write_tool(log, ApprovalMode::NeverRequire)));
+    if guarded {
+        b = b.interrupt_on("write", InterruptOn::default());
+    }
+    b.build()
+}
+
+#[tokio::test]
+async fn a_tool_reviews_each_call_allow_ask_forbid() {
+    // Allow: a guarded tool's call runs without a decision (no handler, no pause).
+    let log: Log = Arc::default();
+    let r = reviewed_agent(&log, "free", true).run("go").await.unwrap();
+    assert!(r.interrupts.is_empty());
+    assert_eq!(*log.lock().unwrap(), ["free"]);
+
+    // As configured: the same tool, guarded, pauses for any other text...
+    let log: Log = Arc::default();
+    let r = reviewed_agent(&log, "plain", true).run("go").await.unwrap();
+    assert_eq!(r.interrupts.len(), 1);
+    assert!(log.lock().unwrap().is_empty());
+    // ...and unguarded just runs.
+    let r = reviewed_agent(&log, "plain", false)
+        .run("go")
+        .await
+        .unwrap();
+    assert!(r.interrupts.is_empty());
+    assert_eq!(*log.lock().unwrap(), ["plain"]);
+
+    // Ask: an unguarded tool's call still waits, and the reviewer sees why.
+    let log: Log = Arc::default();
+    let r = reviewed_agent(&log, "ask", false).run("go").await.unwrap();
+    assert_eq!(r.interrupts.len(), 1);
+    assert_eq!(
+        r.interrupts[0].description.as_deref(),
+        Some("the policy asks")
+    );
+    assert!(log.lock().unwrap().is_empty());
+
+    // Forbid: never runs, even with a handler that approves everything; the model is told.
+    let log: Log = Arc::default();
+    let approve_all = |_: &cairn_core::ApprovalRequest| Decision::Approve;
+    let agent = Agent::builder(calling("never"))
+        .tool(ReviewedWrite(write_tool(&log, ApprovalMode::NeverRequire)))
+        .interrupt_on("write", InterruptOn::default())
+        .approval_handler(Arc::new(approve_all))
+        .build();
+    let r = agent.run("go").await.unwrap();
+    assert!(log.lock().unwrap().is_empty());
+    assert_eq!(
+        r.text(),
+        "saw: Error: this write call is not allowed, so it did not run: the policy forbids it. Do not retry it; do without it or ask the user."
+    );
+
+    // An edit cannot turn a call into a forbidden one.
+    let log: Log = Arc::default();
+    let edit_to_never = |_: &cairn_core::ApprovalRequest| Decision::Edit {
+        arguments: json!({"text": "never"}),
+    };
+    let agent = Agent::builder(calling("plain"))
+        .tool(ReviewedWrite(write_tool(&log, ApprovalMode::NeverRequire)))
+        .interrupt_on("write", InterruptOn::default())
+        .approval_handler(Arc::new(edit_to_never))
+        .build();
+    let r = agent.run("go").await.unwrap();
+    assert!(log.lock().unwrap().is_empty());
+    assert!(r.text().contains("not allowed"), "{}", r.text());
+}

@@ -115,6 +115,12 @@ pub enum BackendError {
         /// The timeout in seconds.
         secs: u64,
     },
+    /// The command's sandbox could not be set up, so the command did not run (it never runs
+    /// unconfined when a sandbox was asked for and the system supports one).
+    #[error(
+        "the command could not be sandboxed, so it did not run: {0}. Tell the user; this is not something a different command can fix."
+    )]
+    Sandbox(String),
     /// The store failed.
     #[error("storage failed: {0}")]
     Store(#[from] StoreError),

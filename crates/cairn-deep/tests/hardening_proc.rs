@@ -35,6 +35,7 @@ const CASES: &[(&str, Case)] = cases![
     background_child_returns_at_once_supervised,
     timeout_kills_a_setsid_grandchild,
     timeout_kills_a_setsid_grandchild_supervised,
+    sandboxed_supervisor_returns_at_once_and_kills_the_tree,
     setsid_child_of_an_exited_shell_dies_supervised,
     cancelled_call_kills_the_tree,
     cancelled_call_kills_the_tree_supervised,
@@ -179,6 +180,39 @@ async fn timeout_kills_a_setsid_grandchild() {
 
 async fn timeout_kills_a_setsid_grandchild_supervised() {
     setsid_at_timeout(true).await;
+}
+
+/// In the sandbox (issue #13) the supervisor itself runs confined (Landlock lets it execute
+/// itself and read `/proc`); background children still come back at once, and a timed-out
+/// command's `setsid` grandchild still dies.
+async fn sandboxed_supervisor_returns_at_once_and_kills_the_tree() {
+    let dir = tempfile::tempdir().unwrap();
+    assert!(cairn_sandbox::support().is_available());
+    let sandboxed = || {
+        shell(dir.path(), true).sandbox(cairn_sandbox::Sandbox::new(
+            cairn_sandbox::SandboxMode::WorkspaceWrite,
+        ))
+    };
+    let mark = marker();
+    let out = sandboxed()
+        .execute(
+            &format!("sleep {mark} & grep -c . /proc/self/status > /dev/null && echo started"),
+            Some(Duration::from_secs(60)),
+        )
+        .await
+        .unwrap();
+    assert_eq!(out.output, "started\n");
+    assert_all_gone(&mark).await;
+    let (mark, fg) = (marker(), marker());
+    let r = sandboxed()
+        .execute(
+            &format!("setsid sleep {mark} & sleep {fg}"),
+            Some(Duration::from_secs(2)),
+        )
+        .await;
+    assert!(matches!(r, Err(BackendError::Timeout { secs: 2 })), "{r:?}");
+    assert_all_gone(&fg).await;
+    assert_all_gone(&mark).await;
 }
 
 /// Under a supervisor, even a `setsid` child whose shell has already exited dies (it was

@@ -687,23 +687,46 @@ async fn review(
     committer: Option<&Committer>,
     counters: &LoopCounters,
 ) -> crate::Result<Reviewed> {
-    use crate::interrupt::{Decision, Interrupt, InterruptOn};
+    use crate::interrupt::{CallReview, Decision, Interrupt, InterruptOn};
     let mut run = Vec::new();
     let mut notes = std::collections::HashMap::new();
     let mut rejected = Vec::new();
     let mut waiting = Vec::new();
+    // A call the tool forbids never runs: the model reads why.
+    let forbidden = |c: &FunctionCall, reason: &str| FunctionResult {
+        call_id: c.call_id.clone(),
+        output: vec![Content::text(format!(
+            "Error: this {} call is not allowed, so it did not run: {}. Do not retry it; do without it or ask the user.",
+            c.name,
+            reason.trim().trim_end_matches('.')
+        ))],
+        is_error: true,
+    };
     for mut c in calls {
         let tool = router.get(&c.name);
-        let guard = guards.get(&c.name).cloned().or_else(|| {
+        let arguments = serde_json::from_str::<Value>(&c.arguments).unwrap_or(Value::Null);
+        let configured = guards.get(&c.name).cloned().or_else(|| {
             tool.filter(|t| t.spec().approval_mode == crate::tool::ApprovalMode::AlwaysRequire)
                 .map(|_| InterruptOn::default())
         });
+        let guard = match tool.map(|t| t.review_call(&arguments)).unwrap_or_default() {
+            CallReview::Forbid { reason } => {
+                rejected.push(forbidden(&c, &reason));
+                continue;
+            }
+            CallReview::Allow => None,
+            CallReview::Ask { reason } => {
+                let mut g = configured.unwrap_or_default();
+                g.description.get_or_insert(reason);
+                Some(g)
+            }
+            _ => configured,
+        };
         let Some(guard) = guard else {
             run.push(c);
             continue;
         };
         let id = format!("{namespace}/{step}.{}", c.call_id);
-        let arguments = serde_json::from_str::<Value>(&c.arguments).unwrap_or(Value::Null);
         let interrupt = Interrupt {
             id: id.clone(),
             namespace: namespace.to_owned(),
@@ -742,6 +765,11 @@ async fn review(
         match decision {
             Decision::Approve => run.push(c),
             Decision::Edit { arguments } => {
+                if let Some(CallReview::Forbid { reason }) = tool.map(|t| t.review_call(&arguments))
+                {
+                    rejected.push(forbidden(&c, &reason));
+                    continue;
+                }
                 if let Some(t) = tool
                     && let Err(why) = t.spec().check_arguments(&arguments)
                 {

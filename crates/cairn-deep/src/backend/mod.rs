@@ -197,6 +197,15 @@ pub trait Executor: Send + Sync {
     fn default_timeout(&self) -> Duration {
         Duration::from_secs(120)
     }
+
+    /// Reviews `command` before it runs (the `execute` tool's
+    /// [`Tool::review_call`](cairn_core::Tool::review_call)): the default leaves it to the
+    /// agent's approvals; [`LocalShellBackend`] applies its exec policy and asks for every
+    /// command when its sandbox cannot be enforced.
+    fn review(&self, command: &str) -> cairn_core::CallReview {
+        let _ = command;
+        cairn_core::CallReview::AsConfigured
+    }
 }
 
 /// A file API over some storage. All paths are virtual (`/dir/file`).

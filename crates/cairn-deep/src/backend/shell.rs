@@ -8,7 +8,8 @@ use std::process::{ExitStatus, Stdio};
 use std::sync::Mutex;
 use std::time::Duration;
 
-use cairn_core::BoxFuture;
+use cairn_core::{BoxFuture, CallReview};
+use cairn_sandbox::{Decision, ExecPolicy, Sandbox};
 use tokio::io::{AsyncRead, AsyncReadExt};
 use tokio::process::Child;
 
@@ -44,6 +45,16 @@ pub struct ShellConfig {
     /// killed. See [`supervise`](super::supervise). If the supervisor cannot be started, the
     /// command runs without one (and a warning is logged).
     pub supervisor: Option<Supervisor>,
+    /// What commands may touch (default [`Sandbox::off`]: the user's full rights). With a mode
+    /// other than off, each command (and everything it starts) is confined by the kernel
+    /// (Landlock and seccomp, see [`cairn_sandbox`]); if the system cannot enforce it, commands
+    /// run unconfined but [`Executor::review`] asks for each one, so none runs unconfined
+    /// without a person's decision.
+    pub sandbox: Sandbox,
+    /// Decides per command, before it runs, whether it runs without asking, needs approval,
+    /// or is forbidden (default none: approvals as configured). See
+    /// [`cairn_sandbox::exec_policy`].
+    pub exec_policy: Option<ExecPolicy>,
 }
 
 impl Default for ShellConfig {
@@ -55,6 +66,8 @@ impl Default for ShellConfig {
             inherit_env: false,
             env: Vec::new(),
             supervisor: None,
+            sandbox: Sandbox::off(),
+            exec_policy: None,
         }
     }
 }
@@ -72,8 +85,12 @@ impl Default for ShellConfig {
 /// is about to exit. With a [`ShellConfig::supervisor`], `setsid` children are caught too, and
 /// commands die even when the host is killed with `SIGKILL`; see [`supervise`](super::supervise).
 ///
-/// This is **not a sandbox**: a command can reach anything the host user can. The path checks
-/// of the file operations do not apply to commands.
+/// By default commands run with the host user's full rights: the path checks of the file
+/// operations do not apply to them. Set a [`ShellConfig::sandbox`] to confine them (the
+/// `cairn` CLI runs them in [`SandboxMode::WorkspaceWrite`](cairn_sandbox::SandboxMode)), and
+/// an [`ShellConfig::exec_policy`] to decide which need approval. When a sandboxed command's
+/// output says a permission was denied, a line starting `[sandbox]` is added that says the
+/// sandbox probably blocked it and how the user can allow it.
 ///
 /// ```no_run
 /// use cairn_deep::backend::{Executor, LocalShellBackend, ShellConfig};
@@ -125,6 +142,66 @@ impl LocalShellBackend {
         self
     }
 
+    /// Confines commands with `sandbox` (see [`ShellConfig::sandbox`]).
+    pub fn sandbox(mut self, sandbox: Sandbox) -> Self {
+        self.config.sandbox = sandbox;
+        self
+    }
+
+    /// Reviews commands with `policy` (see [`ShellConfig::exec_policy`]).
+    pub fn exec_policy(mut self, policy: ExecPolicy) -> Self {
+        self.config.exec_policy = Some(policy);
+        self
+    }
+
+    /// Installs the sandbox on `cmd` (spawning `program`); returns whether it did. Without
+    /// support on this system it installs nothing (the review asked for the command); a
+    /// sandbox that cannot be built is an error, and the command does not run.
+    fn confine(
+        &self,
+        cmd: &mut tokio::process::Command,
+        program: &Path,
+    ) -> Result<bool, BackendError> {
+        if !self.config.sandbox.is_enforced() {
+            if !self.config.sandbox.is_off() {
+                static WARNED: std::sync::Once = std::sync::Once::new();
+                WARNED.call_once(|| {
+                    tracing::warn!(
+                        "commands cannot be sandboxed on this system; they run unconfined after approval"
+                    )
+                });
+            }
+            return Ok(false);
+        }
+        let env = |key: &str| -> Option<String> {
+            self.config
+                .env
+                .iter()
+                .rev()
+                .find(|(k, _)| k == key)
+                .map(|(_, v)| v.clone())
+                .or_else(|| {
+                    self.config
+                        .inherit_env
+                        .then(|| std::env::var(key).ok())
+                        .flatten()
+                })
+        };
+        let executables = [program.to_path_buf()];
+        match self
+            .config
+            .sandbox
+            .confinement(self.fs.root(), &env, &executables)
+        {
+            Ok(Some(c)) => {
+                c.install(cmd.as_std_mut());
+                Ok(true)
+            }
+            Ok(None) => Ok(false),
+            Err(e) => Err(BackendError::Sandbox(e.to_string())),
+        }
+    }
+
     /// The config.
     pub fn config(&self) -> &ShellConfig {
         &self.config
@@ -166,13 +243,19 @@ impl LocalShellBackend {
         cmd
     }
 
-    fn spawn(&self, command: &str) -> Result<Running, BackendError> {
+    /// Starts the command; also says whether it is sandboxed.
+    fn spawn(&self, command: &str) -> Result<(Running, bool), BackendError> {
         if let Some(sup) = &self.config.supervisor {
-            match self.command(Some(sup), command).spawn() {
+            let mut cmd = self.command(Some(sup), command);
+            let confined = self.confine(&mut cmd, &sup.program)?;
+            match cmd.spawn() {
                 Ok(mut child) => {
                     let stop = child.stdin.take();
                     let tree = child.id().map(|pid| Tree::Supervised { pid, _stop: stop });
-                    return Running::register(child, tree);
+                    return Ok((Running::register(child, tree)?, confined));
+                }
+                Err(e) if confined && e.kind() != std::io::ErrorKind::NotFound => {
+                    return Err(sandbox_spawn_error(e));
                 }
                 Err(e) => tracing::warn!(
                     supervisor = %sup.program.display(),
@@ -181,13 +264,21 @@ impl LocalShellBackend {
                 ),
             }
         }
-        let child = self.command(None, command).spawn()?;
+        let mut cmd = self.command(None, command);
+        let confined = self.confine(&mut cmd, Path::new("/bin/sh"))?;
+        let child = cmd.spawn().map_err(|e| {
+            if confined {
+                sandbox_spawn_error(e)
+            } else {
+                BackendError::Io(e)
+            }
+        })?;
         let tree = child.id().map(Tree::Group);
-        Running::register(child, tree)
+        Ok((Running::register(child, tree)?, confined))
     }
 
     async fn run(&self, command: &str, timeout: Duration) -> Result<ExecOutput, BackendError> {
-        let mut running = self.spawn(command)?;
+        let (mut running, confined) = self.spawn(command)?;
         let cap = self.config.max_output_bytes;
         let stdout = running.child.stdout.take();
         let stderr = running.child.stderr.take();
@@ -224,6 +315,15 @@ impl LocalShellBackend {
                         "[output truncated: {total} bytes, only the first {cap} shown]\n"
                     ));
                 }
+                if confined
+                    && let Some(hint) = cairn_sandbox::blocked_hint(&self.config.sandbox, &text)
+                {
+                    if !text.is_empty() && !text.ends_with('\n') {
+                        text.push('\n');
+                    }
+                    text.push_str(&hint);
+                    text.push('\n');
+                }
                 Ok(ExecOutput {
                     output: text,
                     exit_code: status.code(),
@@ -239,6 +339,12 @@ impl LocalShellBackend {
             }
         }
     }
+}
+
+/// A confined spawn that failed: the sandbox could not be applied in the child (the command
+/// did not run).
+fn sandbox_spawn_error(e: std::io::Error) -> BackendError {
+    BackendError::Sandbox(format!("the kernel refused to apply it ({e})"))
 }
 
 /// Runs the command to the end of its shell: reads both pipes while waiting for the shell (or
@@ -504,6 +610,33 @@ impl Executor for LocalShellBackend {
 
     fn default_timeout(&self) -> Duration {
         self.config.default_timeout
+    }
+
+    /// The exec policy's decision (forbid, allow; `prompt` leaves it to the configured
+    /// approvals), except that every command not forbidden needs a decision when a sandbox was
+    /// asked for and this system cannot enforce it.
+    fn review(&self, command: &str) -> CallReview {
+        let verdict = self.config.exec_policy.as_ref().map(|p| p.check(command));
+        if let Some(v) = &verdict
+            && v.decision == Decision::Forbid
+        {
+            return CallReview::Forbid {
+                reason: format!("the exec policy forbids it ({})", v.reason),
+            };
+        }
+        if !self.config.sandbox.is_off()
+            && let cairn_sandbox::Support::Unavailable { reason } = cairn_sandbox::support()
+        {
+            return CallReview::Ask {
+                reason: format!(
+                    "commands cannot be sandboxed here ({reason}), so each one needs approval"
+                ),
+            };
+        }
+        match verdict {
+            Some(v) if v.decision == Decision::Allow => CallReview::Allow,
+            _ => CallReview::AsConfigured,
+        }
     }
 }
 

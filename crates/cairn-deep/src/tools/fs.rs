@@ -300,6 +300,15 @@ pub fn execute_tool(backend: SharedBackend) -> SharedTool {
     let description = format!(
         "Run a shell command (sh -c) in the workspace directory. Returns stdout, stderr lines prefixed [stderr], and the exit code. Default timeout {default_secs}s. Prefer the file tools for reading, searching and editing."
     );
+    // The executor reviews each command before it runs (exec policy, sandbox fallback).
+    let reviewing = backend.clone();
+    let review = move |args: &serde_json::Value| match (
+        reviewing.as_executor(),
+        args.get("command").and_then(|c| c.as_str()),
+    ) {
+        (Some(exec), Some(command)) => exec.review(command),
+        _ => cairn_core::CallReview::AsConfigured,
+    };
     // `execute` bounds itself with the executor's timeout (up to its max), not ToolTimeout.
     Builtin::with_deadline("execute", &description, Deadline::None, move |a: ExecuteArgs, _ctx| {
         let backend = backend.clone();
@@ -340,6 +349,7 @@ pub fn execute_tool(backend: SharedBackend) -> SharedTool {
             }
         }
     })
+    .with_review(review)
     .shared()
 }
 

@@ -84,10 +84,14 @@ impl Deadline {
     }
 }
 
+/// Reviews one call's arguments before it runs ([`Tool::review_call`]).
+type Reviewer = dyn Fn(&Value) -> cairn_core::CallReview + Send + Sync;
+
 /// A built-in tool: a spec from an input type `A` and an async handler.
 pub(crate) struct Builtin {
     spec: ToolSpec,
     handler: Box<Handler>,
+    reviewer: Option<Box<Reviewer>>,
 }
 
 impl Builtin {
@@ -130,6 +134,7 @@ impl Builtin {
         }
         Builtin {
             spec,
+            reviewer: None,
             handler: Box::new(move |ctx| {
                 let f = Arc::clone(&f);
                 let tool = tool.clone();
@@ -156,6 +161,15 @@ impl Builtin {
         }
     }
 
+    /// Reviews each call with `f` before it runs (see [`Tool::review_call`]).
+    pub(crate) fn with_review(
+        mut self,
+        f: impl Fn(&Value) -> cairn_core::CallReview + Send + Sync + 'static,
+    ) -> Self {
+        self.reviewer = Some(Box::new(f));
+        self
+    }
+
     pub(crate) fn shared(self) -> SharedTool {
         Arc::new(self)
     }
@@ -170,6 +184,12 @@ impl Tool for Builtin {
         ctx: &'a FunctionInvocationContext,
     ) -> BoxFuture<'a, Result<ToolOutput, ToolError>> {
         (self.handler)(ctx.clone())
+    }
+    fn review_call(&self, arguments: &Value) -> cairn_core::CallReview {
+        self.reviewer
+            .as_ref()
+            .map(|r| r(arguments))
+            .unwrap_or_default()
     }
 }
 
