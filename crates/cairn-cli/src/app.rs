@@ -21,6 +21,7 @@ use crate::args::{Cli, Command, McpAction, ThreadsAction};
 use crate::cap::{FileResultCap, ModelTokenCounter, TokenCounterFn, estimate_tokens};
 use crate::model::{ModelSpec, load};
 use crate::render::{HumanRenderer, JsonRenderer, Style, Summary, Tally, sanitize};
+use crate::sandbox::{CommandSafety, SafetyConfig};
 use crate::secrets::{ScrubReport, Secrets};
 use crate::threads::Db;
 
@@ -86,9 +87,14 @@ pub const MEMORIES_PROMPT: &str = "Long-term memory: files under /memories/ are 
 persist across conversations and projects. Look there (ls /memories/) when earlier preferences or facts may \
 help, and save what the user asks you to remember (or durable facts about how they work) as files there.";
 
-/// The backend: the files under `root` plus `execute` there; [`STATE_PREFIXES`] are kept in the
-/// session's state and, with a store, [`MEMORIES_PREFIX`] in the store.
-pub fn backend(root: &Path, memories: Option<&SharedStore>) -> Result<SharedBackend> {
+/// The backend: the files under `root` plus `execute` there, confined and reviewed as `safety`
+/// says; [`STATE_PREFIXES`] are kept in the session's state and, with a store,
+/// [`MEMORIES_PREFIX`] in the store.
+pub fn backend(
+    root: &Path,
+    memories: Option<&SharedStore>,
+    safety: &CommandSafety,
+) -> Result<SharedBackend> {
     let mut shell = LocalShellBackend::new(root)
         .map_err(|e| anyhow!("{e}"))
         .with_context(|| format!("cannot work in {}", root.display()))?
@@ -96,6 +102,8 @@ pub fn backend(root: &Path, memories: Option<&SharedStore>) -> Result<SharedBack
             // Each command runs under this binary as its supervisor, so its processes die
             // with it and with cairn (see `command_supervisor`).
             supervisor: crate::command_supervisor(),
+            sandbox: safety.sandbox.clone(),
+            exec_policy: Some(safety.exec_policy.clone()),
             ..ShellConfig::default()
         });
     for k in SHELL_ENV {
@@ -135,9 +143,19 @@ pub fn backend(root: &Path, memories: Option<&SharedStore>) -> Result<SharedBack
     Ok(Arc::new(composite))
 }
 
-/// Builds the deep agent over `client`.
+/// Builds the deep agent over `client`, its commands in the default sandbox
+/// ([`CommandSafety::default`]: workspace-write, no network, the default exec rules).
 pub fn build_agent(client: Arc<dyn ChatClient>, setup: &AgentSetup) -> Result<Agent> {
-    let backend = backend(&setup.root, setup.memories.as_ref())?;
+    build_agent_with(client, setup, &CommandSafety::default())
+}
+
+/// Builds the deep agent over `client`, its commands confined and reviewed as `safety` says.
+pub fn build_agent_with(
+    client: Arc<dyn ChatClient>,
+    setup: &AgentSetup,
+    safety: &CommandSafety,
+) -> Result<Agent> {
+    let backend = backend(&setup.root, setup.memories.as_ref(), safety)?;
     let loop_config = LoopConfig {
         max_iterations: setup.max_steps as usize,
         ..LoopConfig::default()
@@ -660,20 +678,35 @@ pub async fn run(cli: Cli, secrets: Secrets, scrub: ScrubReport) -> Result<u8> {
         };
         eprintln!("{}", err_style.dim(&note));
     }
+    // The sandbox and exec policy of the agent's commands: the flags over the user's config.
+    let home = std::env::var_os("HOME")
+        .filter(|h| !h.is_empty())
+        .map(PathBuf::from);
+    let safety = CommandSafety::resolve(
+        g.sandbox,
+        g.allow_net,
+        SafetyConfig::load(|k| std::env::var(k).ok())?,
+        home.as_deref(),
+    )?;
+    if let Some(warning) = safety.fallback_warning() {
+        eprintln!("{}", err_style.warn(&warning));
+    }
     let model = load(&spec, g, &secrets).await?;
     if !g.json {
         eprintln!(
             "{}",
             err_style.dim(&format!(
-                "cairn · {} · {}{}",
+                "cairn · {} · {} · {}{}",
                 sanitize(&model.label),
                 sanitize(&root.display().to_string()),
+                safety.banner(),
                 if g.yes { " · --yes: no approvals" } else { "" }
             ))
         );
     }
     // With a terminal the user is asked at once; without one a guarded call pauses the run.
-    let terminal = (!g.yes && std::io::stdin().is_terminal())
+    // Where commands cannot be sandboxed, each one is asked about even with --yes.
+    let terminal = ((!g.yes || safety.asks_for_every_command()) && std::io::stdin().is_terminal())
         .then(|| Arc::new(TerminalApprover::new(err_style)));
     let approver: Option<Arc<dyn ApprovalHandler>> = terminal
         .as_ref()
@@ -688,7 +721,7 @@ pub async fn run(cli: Cli, secrets: Secrets, scrub: ScrubReport) -> Result<u8> {
         approver,
         memories: Some(db.store.clone()),
     };
-    let agent = build_agent(Arc::clone(&model.client), &setup)?;
+    let agent = build_agent_with(Arc::clone(&model.client), &setup, &safety)?;
     let session = AgentSession::new();
     let one = |job, cursor| one_turn(&agent, &session, job, cursor, g.json, g.verbose);
 

@@ -15,8 +15,11 @@ The agent plans with a todo list, reads, writes and edits files under the workin
 (--root, default: the current directory) and runs shell commands there. Before it writes, edits or \
 deletes a file or runs a command, cairn shows the whole call (control characters escaped) and asks \
 you to approve, edit or reject it (--yes skips the questions). Without a terminal to ask on, \
-the run pauses before such a call (exit status 4) until `cairn resume` gives the decision. Commands run as you, with your permissions: they are not confined \
-to the directory.
+the run pauses before such a call (exit status 4) until `cairn resume` gives the decision. Commands run in \
+a sandbox (Linux: Landlock and seccomp): they may write only the working directory and the temp \
+directory, cannot use the network and cannot read the rest of your home (--sandbox, --allow-net); \
+read-only commands such as ls, grep or git status run without a question, and a few destructive \
+ones never run (exec rules in ~/.config/cairn/config.toml).
 
 It runs on the embedded local model (no API key, no server: fetch the weights once with \
 scripts/fetch-model.sh) or on any OpenAI-compatible or Ollama endpoint (--model).";
@@ -89,14 +92,25 @@ pub struct GlobalArgs {
     #[arg(long, short = 'y', global = true)]
     pub yes: bool,
 
+    /// How commands are confined: workspace-write (they write only the working directory and
+    /// the temp directory, and read nothing else of your home), read-only (they write
+    /// nothing), or off (they run with your full rights; shown in the banner). Also
+    /// `sandbox = "read-only"` in ~/.config/cairn/config.toml, but off only with this flag
+    /// [default: workspace-write]
+    #[arg(long, global = true, value_name = "MODE", value_parser = parse_sandbox)]
+    pub sandbox: Option<cairn_sandbox::SandboxMode>,
+
+    /// Let sandboxed commands use the network (else they cannot open network sockets).
+    #[arg(long, global = true)]
+    pub allow_net: bool,
+
     /// Print one JSON event per line instead of text (for scripts).
     #[arg(long, global = true)]
     pub json: bool,
 
     /// The directory the agent works in: its file tools (read, write, edit, ls, grep, glob)
     /// cannot reach files outside it through paths or symlinks (a hard link to an outside file
-    /// can be read, not written); `execute` runs shell commands there with your permissions, and
-    /// a command can reach anything you can
+    /// can be read, not written); `execute` runs shell commands there, confined by --sandbox
     /// [default: the current directory]
     #[arg(long, global = true, value_name = "DIR")]
     pub root: Option<PathBuf>,
@@ -136,6 +150,12 @@ pub struct GlobalArgs {
     /// ~/.config/cairn/mcp.json and .cairn/mcp.json, its entries winning; may be repeated.
     #[arg(long = "mcp-config", global = true, value_name = "FILE")]
     pub mcp_config: Vec<PathBuf>,
+}
+
+/// `--sandbox`'s value: `read-only`, `workspace-write` or `off`.
+fn parse_sandbox(text: &str) -> Result<cairn_sandbox::SandboxMode, String> {
+    text.parse()
+        .map_err(|e: cairn_sandbox::SandboxError| e.to_string())
 }
 
 /// A timeout flag's value: a positive number of seconds (`30`, `0.5`).

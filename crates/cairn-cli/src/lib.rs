@@ -14,6 +14,7 @@ pub mod mcp;
 pub mod model;
 pub mod profile;
 pub mod render;
+pub mod sandbox;
 pub mod secrets;
 pub mod threads;
 
