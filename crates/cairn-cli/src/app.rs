@@ -614,6 +614,9 @@ pub async fn run(cli: Cli, secrets: Secrets, scrub: ScrubReport) -> Result<u8> {
         return crate::mcp::list(&root, g).await;
     }
     let db_location = crate::threads::location(g.db.as_deref(), |k| std::env::var(k).ok());
+    if let Command::Serve(args) = &cli.command {
+        return crate::serve::run(g, args, root, db_location, &secrets).await;
+    }
     if db_location.is_none() && g.verbose {
         eprintln!("cairn: no home directory and no --db: threads are kept in memory only");
     }
@@ -813,7 +816,7 @@ pub async fn run(cli: Cli, secrets: Secrets, scrub: ScrubReport) -> Result<u8> {
         Command::Mcp { .. } => {
             crate::mcp::serve(Arc::clone(&model.client), &setup, &db, &model.label).await?
         }
-        Command::Threads { .. } => 0,
+        Command::Threads { .. } | Command::Serve(_) => 0,
     };
     if code == 0
         && let Some(t) = &terminal

@@ -227,6 +227,12 @@ pub enum Command {
         #[arg(long, value_name = "ID=JSON")]
         edit: Vec<String>,
     },
+    /// Serve the agent over HTTP: the Agent Protocol (LangGraph's API) with threads, runs,
+    /// streaming and the store; every `cairn serve` on one PostgreSQL database shares the work.
+    #[command(
+        after_help = "Examples:\n  cairn serve\n  cairn serve --port 8123 --auth-token \"$TOKEN\" --db postgres://user:pw@db/cairn\n\nClients: langgraph_sdk.get_client(url=\"http://127.0.0.1:2024\"), or any Agent Protocol client.\nWrites, edits and commands pause their run for a decision (resume it with a command.resume) unless --yes."
+    )]
+    Serve(ServeArgs),
     /// List the threads (`show ID` prints one, `rm ID` deletes one).
     Threads {
         /// What to do.
@@ -243,6 +249,30 @@ pub enum Command {
         #[command(subcommand)]
         action: McpAction,
     },
+}
+
+/// The options of `cairn serve`.
+#[derive(Debug, Clone, Args)]
+pub struct ServeArgs {
+    /// The address to listen on (loopback unless you mean to expose it).
+    #[arg(long, default_value = "127.0.0.1")]
+    pub host: String,
+    /// The port.
+    #[arg(long, default_value_t = 2024)]
+    pub port: u16,
+    /// Require `Authorization: Bearer TOKEN` on every route but /ok.
+    #[arg(long, env = "CAIRN_AUTH_TOKEN", value_name = "TOKEN", hide_env_values = true)]
+    pub auth_token: Option<String>,
+    /// The most runs this process executes at once.
+    #[arg(long, default_value_t = 8, value_parser = clap::value_parser!(u32).range(1..))]
+    pub max_runs: u32,
+    /// Seconds a worker's claim on a run lasts without renewal; a dead worker's runs are
+    /// taken over after it.
+    #[arg(long, default_value_t = 30.0, value_name = "SECS")]
+    pub lease: f64,
+    /// The largest request body accepted, in bytes.
+    #[arg(long, default_value_t = 10 * 1024 * 1024, value_name = "BYTES")]
+    pub max_body_bytes: usize,
 }
 
 /// What `cairn threads` does besides listing.

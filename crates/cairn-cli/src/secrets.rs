@@ -124,6 +124,15 @@ impl Secrets {
         (secrets, report)
     }
 
+    /// Every secret value (trimmed, non-blank): texts a server must never send back.
+    pub fn values(&self) -> Vec<String> {
+        self.vars
+            .values()
+            .map(|v| v.trim().to_owned())
+            .filter(|v| !v.is_empty())
+            .collect()
+    }
+
     /// The value of a secret variable (trimmed), if it was set and not blank.
     pub fn get(&self, name: &str) -> Option<&str> {
         self.vars

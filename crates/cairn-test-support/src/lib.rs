@@ -46,6 +46,7 @@ pub mod anthropic;
 pub mod blocking;
 pub mod client;
 pub mod gemini;
+pub mod http;
 pub mod openai;
 pub mod process;
 pub mod raw;
