@@ -124,6 +124,10 @@ contract!(
     store_put_if_is_compare_and_swap,
     store_concurrent_writers_of_one_version_one_conflicts,
     store_search_by_prefixes_in_order,
+    truncate_rolls_a_thread_back,
+    run_queue_claims_in_order_one_run_per_thread,
+    run_queue_multitask_strategies,
+    run_queue_expired_leases_are_taken_over,
 );
 
 // ---------------------------------------------------------------------------------------------
@@ -924,5 +928,224 @@ async fn store_search_by_prefixes_in_order(db: Database) {
             .await
             .unwrap()
             .is_empty()
+    );
+}
+
+// ---------------------------------------------------------------------------------------------
+// Rollback and the run queue (`cairn serve`, issue #11)
+
+async fn truncate_rolls_a_thread_back(db: Database) {
+    let cp = db.checkpointer();
+    cp.create_thread(Some("t"), Map::new()).await.unwrap();
+    let a = cp
+        .append("t", "", 0, &delta(StepKind::Input, "one"))
+        .await
+        .unwrap();
+    let b = cp
+        .append("t", "", a, &delta(StepKind::Input, "two"))
+        .await
+        .unwrap();
+    cp.append("t", "/2.c", 0, &delta(StepKind::Input, "sub"))
+        .await
+        .unwrap();
+    let mut end = StepDelta::new(StepKind::End);
+    end.status = RunStatus::Failed;
+    cp.append("t", "", b, &end).await.unwrap();
+    assert_eq!(
+        cp.thread("t").await.unwrap().unwrap().status,
+        RunStatus::Failed
+    );
+    assert_eq!(cp.truncate("t", a).await.unwrap(), 3);
+    assert_eq!(texts(&cp.steps("t", "", None).await.unwrap()), ["one"]);
+    assert!(cp.steps("t", "/2.c", None).await.unwrap().is_empty());
+    assert_eq!(
+        cp.thread("t").await.unwrap().unwrap().status,
+        RunStatus::Running
+    );
+    // The next step extends the rolled-back head.
+    cp.append("t", "", a, &delta(StepKind::Input, "three"))
+        .await
+        .unwrap();
+    assert_eq!(
+        texts(&cp.steps("t", "", None).await.unwrap()),
+        ["one", "three"]
+    );
+    // A fork made after the point refuses the truncation.
+    let head = Transcript::from_steps(&cp.steps("t", "", None).await.unwrap()).head;
+    cp.fork("t", head, Some("f")).await.unwrap();
+    assert!(matches!(
+        cp.truncate("t", a).await,
+        Err(CheckpointError::Invalid(_))
+    ));
+    assert!(matches!(
+        cp.truncate("nope", 0).await,
+        Err(CheckpointError::NotFound(_))
+    ));
+}
+
+fn new_run(
+    thread: &str,
+    id: &str,
+    strategy: cairn_store::MultitaskStrategy,
+) -> cairn_store::NewRun {
+    let mut n = cairn_store::NewRun::new(thread, "agent", json!({"input": id}));
+    n.run_id = Some(id.to_owned());
+    n.strategy = strategy;
+    n
+}
+
+async fn queue_of(db: &Database) -> Option<cairn_store::RunQueue> {
+    match db.runs() {
+        Ok(q) => Some(q),
+        Err(e) => {
+            assert!(matches!(e, cairn_store::RunError::Unsupported), "{e}");
+            None
+        }
+    }
+}
+
+async fn run_queue_claims_in_order_one_run_per_thread(db: Database) {
+    use cairn_store::{MultitaskStrategy::Enqueue, RunState};
+    let Some(q) = queue_of(&db).await else { return };
+    let cp = db.checkpointer();
+    for t in ["t1", "t2"] {
+        cp.create_thread(Some(t), Map::new()).await.unwrap();
+    }
+    q.create(new_run("t1", "r1", Enqueue)).await.unwrap();
+    q.create(new_run("t1", "r2", Enqueue)).await.unwrap();
+    q.create(new_run("t2", "r3", Enqueue)).await.unwrap();
+    let lease = std::time::Duration::from_secs(30);
+    // r1, then r3 (r2 waits behind r1 on its thread), then nothing.
+    let a = q.claim("w1", lease).await.unwrap().unwrap();
+    assert_eq!(
+        (a.run_id.as_str(), a.status, a.attempts),
+        ("r1", RunState::Running, 1)
+    );
+    assert_eq!(a.worker.as_deref(), Some("w1"));
+    assert_eq!(q.claim("w2", lease).await.unwrap().unwrap().run_id, "r3");
+    assert!(q.claim("w2", lease).await.unwrap().is_none());
+    assert!(q.claim_run("r2", "w2", lease).await.unwrap().is_none());
+    // Only the holder can finish a run.
+    assert!(!q.finish("r1", "w2", RunState::Success, None).await.unwrap());
+    assert!(q.finish("r1", "w1", RunState::Success, None).await.unwrap());
+    assert_eq!(q.claim("w2", lease).await.unwrap().unwrap().run_id, "r2");
+    let listed = q.list(cairn_store::RunFilter::default()).await.unwrap();
+    assert_eq!(
+        listed.iter().map(|r| r.run_id.as_str()).collect::<Vec<_>>(),
+        ["r3", "r2", "r1"]
+    );
+    assert_eq!(q.active("t1").await.unwrap().len(), 1);
+    // Finished runs can be deleted; active ones cannot.
+    assert!(q.delete("r1").await.unwrap());
+    assert!(matches!(
+        q.delete("r2").await,
+        Err(cairn_store::RunError::BadTransition { .. })
+    ));
+    assert_eq!(q.delete_thread("t1").await.unwrap(), 1);
+}
+
+async fn run_queue_multitask_strategies(db: Database) {
+    use cairn_store::{CancelAction, MultitaskStrategy as M, RunError, RunState};
+    let Some(q) = queue_of(&db).await else { return };
+    db.checkpointer()
+        .create_thread(Some("t"), Map::new())
+        .await
+        .unwrap();
+    let lease = std::time::Duration::from_secs(30);
+    let mut first = new_run("t", "r1", M::Reject);
+    first.claim_for = Some(("w".into(), lease));
+    let c = q.create(first).await.unwrap();
+    assert!(c.claimed && c.run.status == RunState::Running);
+    // reject: busy.
+    assert!(matches!(
+        q.create(new_run("t", "r2", M::Reject)).await,
+        Err(RunError::Busy { .. })
+    ));
+    // enqueue: pending behind.
+    let e = q.create(new_run("t", "r3", M::Enqueue)).await.unwrap();
+    assert_eq!(e.run.status, RunState::Pending);
+    // interrupt: the pending one ends at once, the running one gets a cancel request, and the
+    // new run is not claimed while it still runs.
+    let mut i = new_run("t", "r4", M::Interrupt);
+    i.claim_for = Some(("w".into(), lease));
+    let i = q.create(i).await.unwrap();
+    assert!(!i.claimed);
+    assert_eq!(i.displaced.len(), 2);
+    assert_eq!(
+        q.get("r3").await.unwrap().unwrap().status,
+        RunState::Interrupted
+    );
+    let r1 = q.get("r1").await.unwrap().unwrap();
+    assert_eq!(
+        (r1.status, r1.cancel),
+        (RunState::Running, Some(CancelAction::Interrupt))
+    );
+    assert_eq!(
+        q.renew("w", lease).await.unwrap()[0].cancel,
+        Some(CancelAction::Interrupt)
+    );
+    assert!(q.claim("x", lease).await.unwrap().is_none());
+    q.finish("r1", "w", RunState::Interrupted, None)
+        .await
+        .unwrap();
+    assert_eq!(q.claim("x", lease).await.unwrap().unwrap().run_id, "r4");
+    // rollback of a pending run removes it; cancelling a finished run is refused.
+    let p = q.create(new_run("t", "r5", M::Enqueue)).await.unwrap();
+    assert_eq!(p.run.status, RunState::Pending);
+    let gone = q.cancel("r5", CancelAction::Rollback).await.unwrap();
+    assert_eq!(gone.status, RunState::Interrupted);
+    assert!(q.get("r5").await.unwrap().is_none());
+    assert!(matches!(
+        q.cancel("r1", CancelAction::Interrupt).await,
+        Err(RunError::BadTransition { .. })
+    ));
+    assert!(matches!(
+        q.cancel("zz", CancelAction::Interrupt).await,
+        Err(RunError::NotFound(_))
+    ));
+    // A second run with the same id is refused.
+    q.finish("r4", "x", RunState::Success, None).await.unwrap();
+    assert!(matches!(
+        q.create(new_run("t", "r4", M::Enqueue)).await,
+        Err(RunError::Exists(_))
+    ));
+}
+
+async fn run_queue_expired_leases_are_taken_over(db: Database) {
+    use cairn_store::{MultitaskStrategy::Enqueue, RunState};
+    let Some(q) = queue_of(&db).await else { return };
+    db.checkpointer()
+        .create_thread(Some("t"), Map::new())
+        .await
+        .unwrap();
+    q.create(new_run("t", "r1", Enqueue)).await.unwrap();
+    let short = std::time::Duration::from_millis(50);
+    let long = std::time::Duration::from_secs(30);
+    let a = q.claim("dead", short).await.unwrap().unwrap();
+    q.set_start_head("r1", "dead", 7).await.unwrap();
+    // While the lease holds nobody else gets it; after it expires another worker does.
+    assert!(q.claim("alive", long).await.unwrap().is_none());
+    tokio::time::sleep(std::time::Duration::from_millis(120)).await;
+    let b = q.claim("alive", long).await.unwrap().unwrap();
+    assert_eq!(
+        (b.run_id.as_str(), b.attempts, b.start_head),
+        ("r1", a.attempts + 1, Some(7))
+    );
+    assert_eq!(b.worker.as_deref(), Some("alive"));
+    // The old holder can no longer renew or finish it.
+    assert!(q.renew("dead", long).await.unwrap().is_empty());
+    assert!(
+        !q.finish("r1", "dead", RunState::Error, Some("late"))
+            .await
+            .unwrap()
+    );
+    assert!(
+        q.finish("r1", "alive", RunState::Success, None)
+            .await
+            .unwrap()
+    );
+    assert_eq!(
+        q.get("r1").await.unwrap().unwrap().status,
+        RunState::Success
     );
 }

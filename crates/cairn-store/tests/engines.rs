@@ -329,3 +329,32 @@ async fn postgres_newer_format_and_bad_password() {
     );
     assert!(!msg.contains("definitely-wrong"), "{msg}");
 }
+
+#[tokio::test]
+async fn a_format_1_database_gains_the_run_queue_on_open() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("cairn.db");
+    let db = cairn_store::open(&addr(&path)).await.unwrap();
+    db.checkpointer()
+        .create_thread(Some("kept"), Default::default())
+        .await
+        .unwrap();
+    db.close().await;
+    // What a format-1 cairn left: no runs table.
+    let mut conn = raw(&path).await;
+    for s in [
+        "DROP TABLE runs",
+        "UPDATE meta SET value = '1' WHERE key = 'format_version'",
+    ] {
+        sqlx::query(s).execute(&mut conn).await.unwrap();
+    }
+    conn.close().await.unwrap();
+    let db = cairn_store::open(&addr(&path)).await.unwrap();
+    assert!(db.checkpointer().thread("kept").await.unwrap().is_some());
+    let q = db.runs().unwrap();
+    q.create(cairn_store::NewRun::new("kept", "agent", json!({})))
+        .await
+        .unwrap();
+    assert_eq!(q.active("kept").await.unwrap().len(), 1);
+    db.close().await;
+}
