@@ -576,3 +576,56 @@ fn langgraphs_python_client_drives_the_server_as_deepagents_does() {
     assert_eq!(seen["store_found"], 1, "{seen}");
     assert_eq!(seen["assistant"], "agent", "{seen}");
 }
+
+#[test]
+fn a_subagents_events_carry_its_namespace() {
+    let dir = tempfile::tempdir().unwrap();
+    let fake = FakeOpenAI::start(|body| {
+        let first = body["messages"]
+            .as_array()
+            .and_then(|m| m.iter().find(|m| m["role"] == "user"))
+            .and_then(|m| m["content"].as_str())
+            .unwrap_or_default()
+            .to_owned();
+        let has_result = body["messages"]
+            .as_array()
+            .is_some_and(|m| m.iter().any(|m| m["role"] == "tool"));
+        if first == "delegate it" && !has_result {
+            Reply::Call(
+                "task",
+                json!({"description": "count to three", "subagent_type": "general-purpose"}),
+            )
+        } else if first == "delegate it" {
+            Reply::Text("the subagent counted".into())
+        } else {
+            Reply::Text("one two three".into())
+        }
+    });
+    let s = serve(&fake, dir.path(), &["--yes"]);
+    let t = new_thread(&s);
+    let mut req = input("delegate it");
+    req["stream_mode"] = json!(["updates", "values"]);
+    req["stream_subgraphs"] = json!(true);
+    let r = s.call("POST", &format!("/threads/{t}/runs/stream"), Some(&req));
+    assert_eq!(r.status, 200, "{}", r.body);
+    let events = r.events();
+    let nested: Vec<&String> = events
+        .iter()
+        .filter(|e| e.starts_with("updates|"))
+        .collect();
+    assert!(
+        !nested.is_empty(),
+        "no subagent event: {events:?}\n{}",
+        r.body
+    );
+    assert!(r.body.contains("one two three"), "{}", r.body);
+    assert_eq!(events.last().map(String::as_str), Some("end"));
+    // Without stream_subgraphs only the top agent's events are sent.
+    req["stream_subgraphs"] = json!(false);
+    let r = s.call("POST", &format!("/threads/{t}/runs/stream"), Some(&req));
+    assert!(
+        r.events().iter().all(|e| !e.contains('|')),
+        "{:?}",
+        r.events()
+    );
+}
