@@ -17,7 +17,6 @@ pub mod render;
 pub mod sandbox;
 pub mod secrets;
 pub mod threads;
-pub mod serve;
 
 use std::process::ExitCode;
 use std::sync::OnceLock;
@@ -64,6 +63,15 @@ pub fn main() -> ExitCode {
     // and make the process non-dumpable (see `secrets`).
     let (secrets, scrub) = secrets::Secrets::take();
     let cli = args::Cli::parse();
+    // OpenTelemetry GenAI spans, exported when the OTEL_* variables ask for it (see
+    // docs/telemetry.md); off otherwise. Dropping the guard flushes them.
+    let otel = match cairn_otel::init_from_env() {
+        Ok(guard) => guard,
+        Err(e) => {
+            eprintln!("cairn: OpenTelemetry export is off: {e}");
+            None
+        }
+    };
     let json = cli.global.json;
     let rt = match tokio::runtime::Builder::new_multi_thread()
         .enable_all()
@@ -92,6 +100,7 @@ pub fn main() -> ExitCode {
     terminate_all_commands(STOP_COMMANDS_WAIT);
     // Do not wait for a blocked stdin reader (a question nobody answered, a chat prompt).
     rt.shutdown_background();
+    drop(otel);
     ExitCode::from(code)
 }
 

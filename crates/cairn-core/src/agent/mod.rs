@@ -617,7 +617,7 @@ impl Agent {
 mod as_tool;
 mod durable;
 mod run;
-mod telemetry;
+pub mod telemetry;
 mod tools;
 
 pub use as_tool::{AgentTool, AgentToolBuilder};

@@ -20,6 +20,11 @@ pub(super) fn execute(
             .model
             .as_deref()
             .or(agent.inner.default_options.model.as_deref()),
+        &agent.inner.client,
+        opts.thread
+            .as_ref()
+            .map(|t| t.thread_id.as_str())
+            .or(opts.session.as_ref().map(|s| s.id())),
     );
     let traced = span.clone();
     async move {
@@ -513,7 +518,7 @@ async fn drive(
             iteration: counters.iteration,
             updates: ctx.updates.clone(),
         };
-        let span = telemetry::chat_span(inner.name.as_deref(), &chat_ctx.options, &inner.client);
+        let span = telemetry::chat_span(&chat_ctx, &inner.client);
         let chat_ctx = Next::new(Arc::clone(chat_chain), Arc::clone(endpoint))
             .run(chat_ctx)
             .instrument(span.clone())
