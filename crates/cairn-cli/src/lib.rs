@@ -17,6 +17,7 @@ pub mod render;
 pub mod sandbox;
 pub mod secrets;
 pub mod threads;
+pub mod serve;
 
 use std::process::ExitCode;
 use std::sync::OnceLock;
