@@ -8,10 +8,11 @@ use std::time::Duration;
 
 use anyhow::{Context as _, Result, bail};
 
-use crate::app::{AgentSetup, build_agent};
+use crate::app::{AgentSetup, build_agent_with};
 use crate::args::{GlobalArgs, ServeArgs};
 use crate::model::{ModelSpec, load};
 use crate::render::{Style, sanitize};
+use crate::sandbox::{CommandSafety, SafetyConfig};
 use crate::secrets::Secrets;
 
 /// Runs the server until Ctrl-C or SIGTERM; returns the exit status.
@@ -43,6 +44,19 @@ pub async fn run(
         .filter(|m| !m.trim().is_empty())
         .unwrap_or_else(|| ModelSpec::default_from_env(|k| secrets.var(k)));
     let spec = ModelSpec::parse(&spec_text)?;
+    // The sandbox and exec policy of the agent's commands, as for `cairn run`.
+    let home = std::env::var_os("HOME")
+        .filter(|h| !h.is_empty())
+        .map(PathBuf::from);
+    let safety = CommandSafety::resolve(
+        g.sandbox,
+        g.allow_net,
+        SafetyConfig::load(|k| std::env::var(k).ok())?,
+        home.as_deref(),
+    )?;
+    if let Some(warning) = safety.fallback_warning() {
+        eprintln!("{}", style.warn(&warning));
+    }
     let model = load(&spec, g, secrets).await?;
     let setup = AgentSetup {
         root: root.clone(),
@@ -51,11 +65,12 @@ pub async fn run(
         counter: model.counter.clone(),
         // No terminal to ask on: a guarded call pauses its run for a decision
         // (a run created with command.resume answers it).
-        guarded: !g.yes,
+        // Where commands cannot be sandboxed, they pause for a decision even with --yes.
+        guarded: !g.yes || safety.asks_for_every_command(),
         approver: None,
         memories: Some(db.store()),
     };
-    let agent = build_agent(Arc::clone(&model.client), &setup)?;
+    let agent = build_agent_with(Arc::clone(&model.client), &setup, &safety)?;
     let mut cfg = cairn_server::ServerConfig::default()
         .max_runs(args.max_runs as usize)
         .lease(Duration::from_secs_f64(args.lease))
@@ -77,9 +92,10 @@ pub async fn run(
     eprintln!(
         "{}",
         style.dim(&format!(
-            "cairn serve · {} · {} · {} · http://{local}{}{}",
+            "cairn serve · {} · {} · {} · {} · http://{local}{}{}",
             sanitize(&model.label),
             sanitize(&root.display().to_string()),
+            safety.banner(),
             crate::threads::shown(&location),
             if auth { " · token required" } else { "" },
             if g.yes { " · --yes: no approvals" } else { "" },
