@@ -38,6 +38,11 @@ pub use cairn_deep::{
 pub use cairn_store as persistence;
 pub use cairn_store::Database;
 
+/// `cairn serve` as a library: an Agent Protocol (LangGraph-compatible) HTTP server over an
+/// agent and a database, many workers on one PostgreSQL database (feature `server`).
+#[cfg(feature = "server")]
+pub use cairn_server as server;
+
 /// Resolves a `provider:model` string (`openai:gpt-4.1`, `ollama:qwen2.5`) to a client.
 pub fn resolve_model(spec: &str) -> Result<std::sync::Arc<dyn ChatClient>, ChatError> {
     client_for_model(spec)
