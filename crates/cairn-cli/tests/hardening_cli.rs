@@ -68,8 +68,10 @@ fn help_says_what_root_confines_and_documents_exit_status_3() {
         help.contains("3 the agent asked to write, edit or run"),
         "{help}"
     );
+    // Commands are confined by the sandbox (issue #13), and the help says how far.
+    assert!(help.contains("confined by --sandbox"), "{help}");
     assert!(
-        help.contains("a command can reach anything you can"),
+        help.contains("off (they run with your full rights"),
         "{help}"
     );
     assert!(

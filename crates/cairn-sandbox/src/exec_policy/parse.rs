@@ -82,7 +82,11 @@ pub fn parse(input: &str) -> Line {
             break;
         }
         match c {
-            ' ' | '\t' | '\r' => p.end_word(),
+            ' ' | '\t' => p.end_word(),
+            // Control characters (a carriage return, an escape sequence) are plain word
+            // characters to `sh`, but a terminal shows them as something else: such a line
+            // always goes to a person, who sees them escaped.
+            ch if ch.is_control() && ch != '\n' => p.opaque("control characters"),
             '\n' | ';' => p.end_command(),
             '&' => {
                 if chars.peek() == Some(&'&') {
@@ -438,6 +442,7 @@ mod tests {
             ("find . -exec rm {} ;", "find -exec"),
             ("echo 'unterminated", "unterminated"),
             ("echo hi >", "without a target"),
+            ("ls -la\r\x1b[2Ktouch PWNED", "control characters"),
         ] {
             let l = parse(line);
             let got = l.opaque.unwrap_or_default();
