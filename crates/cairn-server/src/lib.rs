@@ -242,7 +242,12 @@ impl Server {
         listener: tokio::net::TcpListener,
         shutdown: impl std::future::Future<Output = ()> + Send + 'static,
     ) -> Result<(), ServeError> {
+        use axum::serve::ListenerExt as _;
         let _worker = self.start_worker();
+        // SSE sends many small writes: no Nagle delay on them.
+        let listener = listener.tap_io(|tcp| {
+            let _ = tcp.set_nodelay(true);
+        });
         axum::serve(listener, self.router())
             .with_graceful_shutdown(shutdown)
             .await?;
