@@ -261,7 +261,12 @@ pub struct ServeArgs {
     #[arg(long, default_value_t = 2024)]
     pub port: u16,
     /// Require `Authorization: Bearer TOKEN` on every route but /ok.
-    #[arg(long, env = "CAIRN_AUTH_TOKEN", value_name = "TOKEN", hide_env_values = true)]
+    #[arg(
+        long,
+        env = "CAIRN_AUTH_TOKEN",
+        value_name = "TOKEN",
+        hide_env_values = true
+    )]
     pub auth_token: Option<String>,
     /// The most runs this process executes at once.
     #[arg(long, default_value_t = 8, value_parser = clap::value_parser!(u32).range(1..))]
