@@ -43,6 +43,16 @@ pub use cairn_store::Database;
 #[cfg(feature = "server")]
 pub use cairn_server as server;
 
+/// MCP: the tools of MCP servers as cairn tools (`McpToolset`, `McpConfig`), and an agent
+/// served over MCP (`mcp::server`) (feature `mcp`).
+#[cfg(feature = "mcp")]
+pub use cairn_mcp as mcp;
+
+/// OpenTelemetry export of the GenAI spans the library emits through `tracing` (feature
+/// `otel`); content capture is `cairn::agent::telemetry::set_capture_content`.
+#[cfg(feature = "otel")]
+pub use cairn_otel as otel;
+
 /// Resolves a `provider:model` string (`openai:gpt-4.1`, `ollama:qwen2.5`) to a client.
 pub fn resolve_model(spec: &str) -> Result<std::sync::Arc<dyn ChatClient>, ChatError> {
     client_for_model(spec)
