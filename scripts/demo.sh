@@ -68,13 +68,10 @@ echo
 status=0
 (cd "$DEMO" && "$CAIRN" --model "$MODEL" run --yes "$TASK") || status=$?
 
+# The agent runs what it wrote itself (with `execute`) and reports the output; the script only
+# lists the files.
 say "files in $DEMO:"
 ls -la "$DEMO"
-if [ -f "$DEMO/hello.py" ]; then
-  echo
-  echo "demo: \$ python3 hello.py"
-  (cd "$DEMO" && python3 hello.py) || true
-fi
 echo
 echo "demo: the binary is $CAIRN; try it on your own project:"
 echo "  $CAIRN run \"explain what this project does\"     (asks before it writes or runs anything)"

@@ -197,6 +197,7 @@ async fn load_local(spec: &LocalSpec, verbose: bool) -> Result<LoadedModel> {
         config.n_ctx = n;
     }
     config.max_tokens = crate::profile::LOCAL_MAX_REPLY_TOKENS;
+    crate::profile::configure_local(&mut config, &path);
     if verbose {
         eprintln!("cairn: loading {} …", path.display());
     }

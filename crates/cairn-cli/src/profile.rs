@@ -37,7 +37,7 @@ pub const LOCAL_TOOL_DESCRIPTIONS: &[(&str, &str)] = &[
     ),
     (
         "write_file",
-        "Create a new file with the given content. Fails if it exists.",
+        "Write a file with the given content (creates it, or replaces all of its text).",
     ),
     (
         "edit_file",
@@ -46,13 +46,62 @@ pub const LOCAL_TOOL_DESCRIPTIONS: &[(&str, &str)] = &[
     ("delete", "Delete a file or directory."),
     (
         "grep",
-        "Search file contents for exact text (regex true for a regular expression).",
+        "Search file contents for exact text; shows the matching lines (regex true for a regular expression).",
     ),
     (
         "execute",
         "Run a shell command in the project directory; returns output and exit code.",
     ),
 ];
+
+/// The engine settings of the local harness for the model file `model`:
+/// - every turn is an action (a grammar-constrained tool call, or the built-in `answer` action
+///   that replies to the user), so the small model cannot stop with a prose plan while work
+///   remains (issue #17; BENCHMARKS.md §8);
+/// - the KV cache of the first prompt is kept in a file beside the models
+///   ([`prompt_cache_path`]), so the next run does not evaluate the system block again; the
+///   tool list comes first in the system block and the project's own text last
+///   ([`HarnessProfile::custom_prompt_last`]), so that block is the same in every project.
+///
+/// `CAIRN_PROMPT_CACHE=0` turns the prompt cache off.
+#[cfg(feature = "local")]
+pub fn configure_local(config: &mut cairn_local::LocalConfig, model: &std::path::Path) {
+    config.tool_grammar = cairn_local::ToolGrammar::Always;
+    config.answer_tool = true;
+    config.tools_first = true;
+    config.remind = !std::env::var("CAIRN_LOCAL_REMIND").is_ok_and(|v| v == "0");
+    if std::env::var("CAIRN_PROMPT_CACHE").is_ok_and(|v| v.trim() == "0") {
+        config.prompt_cache = None;
+    } else {
+        config.prompt_cache = prompt_cache_path(model, config.n_ctx);
+    }
+    // Experiment switch (BENCHMARKS.md §8): CAIRN_LOCAL_GRAMMAR=user restores the free turns
+    // after tool results.
+    if std::env::var("CAIRN_LOCAL_GRAMMAR").is_ok_and(|v| v == "user") {
+        config.tool_grammar = cairn_local::ToolGrammar::OnUserTurns;
+        config.answer_tool = false;
+    }
+}
+
+/// Where the prompt cache of `model` at context size `n_ctx` lives: in `prompt-cache/` of the
+/// model folder ([`cairn_local::model_dir`]), named after the model file's name, size and
+/// modification time, so a changed file never reuses another's cache. `None` when the file
+/// cannot be read.
+#[cfg(feature = "local")]
+pub fn prompt_cache_path(model: &std::path::Path, n_ctx: u32) -> Option<std::path::PathBuf> {
+    let meta = std::fs::metadata(model).ok()?;
+    let mtime = meta
+        .modified()
+        .ok()
+        .and_then(|t| t.duration_since(std::time::UNIX_EPOCH).ok())
+        .map_or(0, |d| d.as_secs());
+    let name = model.file_name()?.to_string_lossy();
+    Some(
+        cairn_local::model_dir()
+            .join("prompt-cache")
+            .join(format!("{name}.{}.{mtime}.ctx{n_ctx}.kv", meta.len())),
+    )
+}
 
 /// The profile for the embedded model with a context window of `n_ctx` tokens.
 pub fn local_profile(n_ctx: usize) -> HarnessProfile {
@@ -70,5 +119,20 @@ pub fn local_profile(n_ctx: usize) -> HarnessProfile {
         max_input_tokens: Some(n_ctx),
         max_tool_result_tokens: Some(LOCAL_MAX_TOOL_RESULT_TOKENS),
         max_reply_tokens: Some(LOCAL_MAX_REPLY_TOKENS),
+        // The environment, AGENTS.md and memory text after the fixed harness text, which the
+        // prompt cache then serves in every project.
+        custom_prompt_last: true,
+        // Rewriting a small file whole is what the 1.5B model does (it called write_file on an
+        // existing file to add a line or a JSON field); failing that cost the task.
+        write_file_overwrites: true,
+        // `grep` shows the matching lines unless asked otherwise: with only file names, the
+        // 1.5B model repeated the same search instead of reading the file (BENCHMARKS.md §8).
+        tool_argument_defaults: [(
+            "grep".to_owned(),
+            [("output_mode".to_owned(), serde_json::json!("content"))]
+                .into_iter()
+                .collect(),
+        )]
+        .into(),
     }
 }

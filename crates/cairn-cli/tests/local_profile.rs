@@ -41,6 +41,8 @@ async fn system_block(approvals: bool) -> (String, Vec<String>) {
             instructions: req.options.instructions.as_deref(),
             tools: &req.options.tools,
             add_generation_prompt: false,
+            tools_first: true,
+            remind: true,
         },
         None,
     );

@@ -387,6 +387,13 @@ impl DeepAgentBuilder {
 
         let mut tools: Vec<SharedTool> = vec![Arc::new(todo_tool())];
         tools.extend(filesystem_tools(Arc::clone(&backend)));
+        if self.profile.write_file_overwrites {
+            for t in &mut tools {
+                if t.spec().name == "write_file" {
+                    *t = crate::tools::overwriting_write_file_tool(Arc::clone(&backend));
+                }
+            }
+        }
         let execute = backend.can_execute();
 
         let task = self.task_tool(&model, &backend)?;
@@ -411,6 +418,7 @@ impl DeepAgentBuilder {
             filesystem: tools.iter().any(|t| t.spec().name == "read_file"),
             execute: execute && tools.iter().any(|t| t.spec().name == "execute"),
             task: has_task && tools.iter().any(|t| t.spec().name == "task"),
+            custom_last: self.profile.custom_prompt_last,
         };
 
         let setup = HarnessSetup(Arc::new(SetupInner {

@@ -2,7 +2,10 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 
-use cairn_core::{RespecTool, SharedTool};
+use cairn_core::{
+    BoxFuture, FunctionInvocationContext, RespecTool, SharedTool, Tool, ToolError, ToolOutput,
+    ToolSpec,
+};
 use serde::{Deserialize, Serialize};
 
 /// Adjustments of the harness for one provider or model.
@@ -32,6 +35,19 @@ pub struct HarnessProfile {
     /// Cap on the tokens of each reply.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub max_reply_tokens: Option<u32>,
+    /// Put the parts of the system prompt that vary between projects (the builder's custom
+    /// prompt, memory, skills) after the harness's fixed sections instead of first, so the
+    /// fixed text is a prefix shared by every run (an embedded model reuses its KV cache for it).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub custom_prompt_last: bool,
+    /// Arguments filled into a tool's calls when the model leaves them out, by tool name (e.g.
+    /// `grep` → `{"output_mode": "content"}`: a small model then sees the matching lines).
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub tool_argument_defaults: BTreeMap<String, serde_json::Map<String, serde_json::Value>>,
+    /// `write_file` replaces an existing file's whole text instead of failing
+    /// ([`overwriting_write_file_tool`](crate::tools::overwriting_write_file_tool)).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub write_file_overwrites: bool,
 }
 
 impl HarnessProfile {
@@ -58,10 +74,18 @@ impl HarnessProfile {
         if other.max_reply_tokens.is_some() {
             out.max_reply_tokens = other.max_reply_tokens;
         }
+        out.custom_prompt_last |= other.custom_prompt_last;
+        out.write_file_overwrites |= other.write_file_overwrites;
+        for (tool, defaults) in &other.tool_argument_defaults {
+            let mine = out.tool_argument_defaults.entry(tool.clone()).or_default();
+            for (k, v) in defaults {
+                mine.insert(k.clone(), v.clone());
+            }
+        }
         out
     }
 
-    /// Applies description overrides and exclusions to a tool list.
+    /// Applies description overrides, argument defaults and exclusions to a tool list.
     pub fn apply_to_tools(&self, tools: Vec<SharedTool>) -> Vec<SharedTool> {
         tools
             .into_iter()
@@ -75,7 +99,46 @@ impl HarnessProfile {
                     None => t,
                 },
             )
+            .map(|t| match self.tool_argument_defaults.get(&t.spec().name) {
+                Some(d) if !d.is_empty() => std::sync::Arc::new(DefaultArguments {
+                    inner: t,
+                    defaults: d.clone(),
+                }) as SharedTool,
+                _ => t,
+            })
             .collect()
+    }
+}
+
+/// A tool whose calls get [`HarnessProfile::tool_argument_defaults`] for the arguments they
+/// leave out.
+struct DefaultArguments {
+    inner: SharedTool,
+    defaults: serde_json::Map<String, serde_json::Value>,
+}
+
+impl Tool for DefaultArguments {
+    fn spec(&self) -> &ToolSpec {
+        self.inner.spec()
+    }
+    fn invoke<'a>(
+        &'a self,
+        ctx: &'a FunctionInvocationContext,
+    ) -> BoxFuture<'a, Result<ToolOutput, ToolError>> {
+        Box::pin(async move {
+            let mut ctx = ctx.clone();
+            if let serde_json::Value::Object(args) = &mut ctx.arguments {
+                for (k, v) in &self.defaults {
+                    if args.get(k).is_none_or(serde_json::Value::is_null) {
+                        args.insert(k.clone(), v.clone());
+                    }
+                }
+            }
+            self.inner.invoke(&ctx).await
+        })
+    }
+    fn review_call(&self, arguments: &serde_json::Value) -> cairn_core::interrupt::CallReview {
+        self.inner.review_call(arguments)
     }
 }
 
@@ -106,6 +169,46 @@ mod tests {
         assert_eq!(p.max_input_tokens, Some(2));
         assert_eq!(r.resolve("openai:gpt-4o").max_input_tokens, Some(1));
         assert_eq!(r.resolve("anthropic:claude"), HarnessProfile::default());
+    }
+
+    #[tokio::test]
+    async fn argument_defaults_fill_what_a_call_leaves_out() {
+        use cairn_core::FnTool;
+        let echo = FnTool::new(
+            "grep",
+            "Echoes its arguments.",
+            serde_json::json!({"type": "object"}),
+            |ctx| async move { Ok(ToolOutput::text(ctx.arguments.to_string())) },
+        );
+        let profile = HarnessProfile {
+            tool_argument_defaults: [(
+                "grep".to_owned(),
+                serde_json::json!({"output_mode": "content"})
+                    .as_object()
+                    .cloned()
+                    .unwrap_or_default(),
+            )]
+            .into(),
+            ..Default::default()
+        };
+        let tools = profile.apply_to_tools(vec![std::sync::Arc::new(echo) as SharedTool]);
+        let call = |args: serde_json::Value| {
+            let tool = tools[0].clone();
+            async move {
+                let ctx = FunctionInvocationContext::new(tool.clone(), "c1", args);
+                let out = tool.invoke(&ctx).await.map(|o| o.text_content());
+                serde_json::from_str::<serde_json::Value>(&out.unwrap_or_default())
+                    .unwrap_or_default()
+            }
+        };
+        assert_eq!(
+            call(serde_json::json!({"pattern": "x"})).await,
+            serde_json::json!({"output_mode": "content", "pattern": "x"})
+        );
+        assert_eq!(
+            call(serde_json::json!({"pattern": "x", "output_mode": "count"})).await,
+            serde_json::json!({"output_mode": "count", "pattern": "x"})
+        );
     }
 
     #[test]

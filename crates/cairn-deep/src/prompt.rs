@@ -11,6 +11,10 @@
 //! 8. prompts added by user middleware (they run after the harness and append);
 //! 9. human-in-the-loop guidance — only when `interrupt_on` is set.
 //!
+//! A profile with [`custom_prompt_last`](crate::HarnessProfile::custom_prompt_last) (the
+//! embedded model's) moves the sections that vary between projects (1, 4, 5) after 7, so the
+//! fixed harness text is a prefix shared by every run.
+//!
 //! Every sentence earns its tokens: how each tool behaves is in its description, not here. The
 //! sections say *when* and *why* to use a capability.
 
@@ -76,6 +80,9 @@ pub struct PromptSections {
     pub execute: bool,
     /// Whether `task` is offered.
     pub task: bool,
+    /// Put the sections that vary from project to project (the custom prompt, memory, skills)
+    /// after the fixed harness sections (see [`HarnessProfile::custom_prompt_last`](crate::HarnessProfile::custom_prompt_last)).
+    pub custom_last: bool,
 }
 
 impl PromptSections {
@@ -83,38 +90,64 @@ impl PromptSections {
     /// middleware prompts and the approvals section are appended later, per model call.)
     pub fn render(&self) -> String {
         let mut parts: Vec<String> = Vec::new();
-        let mut push = |s: &str| {
-            let s = s.trim();
+        let mut push = |s: Option<&str>| {
+            let s = s.unwrap_or_default().trim();
             if !s.is_empty() {
                 parts.push(s.to_owned());
             }
         };
-        if let Some(c) = &self.custom {
-            push(c);
+        let (custom, memory, skills) = (
+            self.custom.as_deref(),
+            self.memory.as_deref(),
+            self.skills.as_deref(),
+        );
+        if !self.custom_last {
+            push(custom);
         }
-        push(&self.base);
-        if let Some(s) = &self.suffix {
-            push(s);
-        }
+        push(Some(&self.base));
+        push(self.suffix.as_deref());
         if self.todos {
-            push(TODO_GUIDANCE);
+            push(Some(TODO_GUIDANCE));
         }
-        if let Some(m) = &self.memory {
-            push(m);
-        }
-        if let Some(s) = &self.skills {
-            push(s);
+        if !self.custom_last {
+            push(memory);
+            push(skills);
         }
         if self.filesystem {
             if self.execute {
-                push(&format!("{FILESYSTEM_GUIDANCE}\n{EXECUTE_GUIDANCE}"));
+                push(Some(&format!("{FILESYSTEM_GUIDANCE}\n{EXECUTE_GUIDANCE}")));
             } else {
-                push(FILESYSTEM_GUIDANCE);
+                push(Some(FILESYSTEM_GUIDANCE));
             }
         }
         if self.task {
-            push(TASK_GUIDANCE);
+            push(Some(TASK_GUIDANCE));
+        }
+        if self.custom_last {
+            push(custom);
+            push(memory);
+            push(skills);
         }
         parts.join("\n\n")
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn custom_last_moves_the_project_text_after_the_harness_text() {
+        let mut s = PromptSections {
+            custom: Some("ENV".into()),
+            base: "BASE".into(),
+            memory: Some("MEM".into()),
+            filesystem: true,
+            ..Default::default()
+        };
+        let fs = FILESYSTEM_GUIDANCE;
+        assert_eq!(s.render(), format!("ENV\n\nBASE\n\nMEM\n\n{fs}"));
+        s.custom_last = true;
+        assert_eq!(s.render(), format!("BASE\n\n{fs}\n\nENV\n\nMEM"));
     }
 }

@@ -102,7 +102,7 @@ async fn routes_by_longest_prefix_and_reports_full_paths() {
     assert_eq!(
         t.err("read_file", json!({"path": "/memories/nothere.md"}))
             .await,
-        "Error: /memories/nothere.md not found. Use ls or glob to find the right path."
+        "Error: /memories/nothere.md not found. Use ls or glob to find the right path. /memories holds: /memories/deep/, /memories/prefs.md"
     );
     assert_eq!(
         t.err(
@@ -164,7 +164,8 @@ async fn a_route_hides_the_default_beneath_it_and_execute_follows_the_default() 
         .route("/memories", StoreBackend::new().with_store(store));
     assert!(!composite.can_execute());
     let t = Tools::new(Arc::new(composite));
-    assert_eq!(t.ok("ls", json!({})).await, "/memories/\n/top.md");
+    // An empty route is not listed (issue #17); the default's shadowed directory is not either.
+    assert_eq!(t.ok("ls", json!({})).await, "/top.md");
     assert_eq!(t.ok("glob", json!({"pattern": "*.md"})).await, "/top.md");
     assert_eq!(
         t.ok("grep", json!({"pattern": "hidden"})).await,
@@ -205,7 +206,7 @@ async fn delete_goes_to_the_owning_route_and_never_removes_a_route() {
     assert_eq!(
         t.err("delete", json!({"file_path": "/memories/a.md"}))
             .await,
-        "Error: /memories/a.md not found. Use ls or glob to find the right path."
+        "Error: /memories/a.md not found. Use ls or glob to find the right path. /memories is empty."
     );
     assert_eq!(
         t.err("delete", json!({"file_path": "/memories"})).await,

@@ -19,6 +19,46 @@ use crate::prompt::{RenderOptions, assistant_body, render};
 /// The suffix of a constrained call after its arguments.
 const CALL_TAIL: &str = "}\n</tool_call>";
 
+/// The name of the built-in answer action (see [`answer_tool_spec`]).
+pub const ANSWER_TOOL: &str = "answer";
+
+/// The built-in answer action that [`LocalConfig::answer_tool`](crate::LocalConfig::answer_tool)
+/// adds: `answer(text)`, the reply to the user.
+pub fn answer_tool_spec() -> ToolSpec {
+    ToolSpec::new(
+        ANSWER_TOOL,
+        "Reply to the user when every step of the request is done, with the result (the number, file name or command output asked for).",
+        serde_json::json!({
+            "type": "object",
+            "properties": {"text": {"type": "string"}},
+            "required": ["text"]
+        }),
+    )
+}
+
+/// The text of an answer call's arguments (`{"text": "…"}`), also when generation stopped
+/// inside the string.
+fn answer_text(arguments: &str) -> String {
+    if let Ok(v) = serde_json::from_str::<serde_json::Value>(arguments)
+        && let Some(t) = v.get("text").and_then(serde_json::Value::as_str)
+    {
+        return t.to_owned();
+    }
+    // Cut off: close the string and the object, dropping a dangling escape.
+    let mut cut = arguments.to_owned();
+    for _ in 0..4 {
+        for tail in ["\"}", "}"] {
+            if let Ok(v) = serde_json::from_str::<serde_json::Value>(&format!("{cut}{tail}"))
+                && let Some(t) = v.get("text").and_then(serde_json::Value::as_str)
+            {
+                return t.to_owned();
+            }
+        }
+        cut.pop();
+    }
+    String::new()
+}
+
 /// A [`ChatClient`] over a [`LocalModel`]. Cheap to clone; clones share the model, its worker and
 /// its KV cache (requests are served one at a time).
 ///
@@ -35,7 +75,15 @@ const CALL_TAIL: &str = "}\n</tool_call>";
 /// - **Free turns** (`Auto` after a tool result) let the model answer in prose; its reply is read
 ///   by the lenient parser ([`crate::parse::parse_reply`]), which still picks up calls written
 ///   as `<tool_call>` blocks, fenced JSON or bare JSON. This is how the agent finishes.
-/// - With `ToolChoice::None` the reply is text only; nothing is parsed as a call.
+/// - With `ToolChoice::None` the reply is text only; nothing is parsed as a call (with the
+///   answer action below, the reply is an answer action, that is: text).
+/// - With [`LocalConfig::answer_tool`](crate::LocalConfig::answer_tool), an `answer` action
+///   ([`answer_tool_spec`]) is listed after the tools whenever tools are offered, and is one more
+///   branch of the grammar of every constrained `Auto` turn: the model replies to the user by
+///   calling it, and the client returns that call as the assistant's text (so the agent loop
+///   sees an ordinary final answer). With [`ToolGrammar::Always`] every turn is then an action
+///   and the model cannot drift into prose while work remains (issue #17). A tool of the
+///   caller's named `answer` takes precedence: no action is added then.
 ///
 /// The model's raw output is remembered (keyed by the canonical rendering of the message cairn
 /// returns), so when the agent sends the conversation back, the assistant turn is rendered from
@@ -86,16 +134,28 @@ impl LocalClient {
     /// The exact prompt a request would send (useful to measure a harness's system prompt).
     pub fn render_prompt(&self, messages: &[Message], options: &ChatOptions) -> String {
         let raw = self.model.raw_replies().lock().ok();
+        let mut tools = options.tools.clone();
+        tools.extend(self.answer_spec(&options.tools));
         render(
             messages,
             RenderOptions {
                 format: self.model.info().format,
                 instructions: options.instructions.as_deref(),
-                tools: &options.tools,
+                tools: &tools,
                 add_generation_prompt: true,
+                tools_first: self.model.config().tools_first,
+                remind: self.model.config().remind && !options.tools.is_empty(),
             },
             raw.as_deref(),
         )
+    }
+
+    /// The answer action to add to `tools`, if configured and not shadowed by a caller's tool.
+    fn answer_spec(&self, tools: &[ToolSpec]) -> Option<ToolSpec> {
+        (self.model.config().answer_tool
+            && !tools.is_empty()
+            && !tools.iter().any(|t| t.name == ANSWER_TOOL))
+        .then(answer_tool_spec)
     }
 
     fn prepare(&self, messages: &[Message], options: &ChatOptions) -> Result<Prepared, ChatError> {
@@ -107,11 +167,19 @@ impl LocalClient {
             .rev()
             .find(|m| m.role != Role::System)
             .is_some_and(|m| m.role == Role::User && m.function_results().next().is_none());
+        let answer = self.answer_spec(tools);
+        let with_answer = || {
+            let mut all = tools.clone();
+            all.extend(answer.clone());
+            all
+        };
         let constrained: Option<Vec<ToolSpec>> = if tools.is_empty() {
             None
         } else {
             match &choice {
-                ToolChoice::None => None,
+                // With the answer action, a turn that may not call tools still answers through it
+                // (the small model otherwise wrote call-shaped text or chat markup).
+                ToolChoice::None => answer.clone().map(|a| vec![a]),
                 ToolChoice::Required => Some(tools.clone()),
                 ToolChoice::Tool(name) => {
                     let t = tools.iter().find(|t| &t.name == name).ok_or_else(|| {
@@ -124,8 +192,8 @@ impl LocalClient {
                 }
                 // `Auto`, and any choice added later (`ToolChoice` is non-exhaustive).
                 _ => match cfg.tool_grammar {
-                    ToolGrammar::Always => Some(tools.clone()),
-                    ToolGrammar::OnUserTurns if last_is_user => Some(tools.clone()),
+                    ToolGrammar::Always => Some(with_answer()),
+                    ToolGrammar::OnUserTurns if last_is_user => Some(with_answer()),
                     _ => None,
                 },
             }
@@ -168,7 +236,8 @@ impl LocalClient {
         &self,
         messages: &[Message],
         options: &ChatOptions,
-    ) -> Result<(Mode, mpsc::UnboundedReceiver<WorkerMsg>), ChatError> {
+    ) -> Result<(Mode, bool, mpsc::UnboundedReceiver<WorkerMsg>), ChatError> {
+        let answer = self.answer_spec(&options.tools).is_some();
         let prepared = self.prepare(messages, options)?;
         let (tx, rx) = mpsc::unbounded_channel();
         let piece_tx = tx.clone();
@@ -181,11 +250,25 @@ impl LocalClient {
                 },
             )
             .map_err(ChatError::from)?;
-        Ok((prepared.mode, rx))
+        Ok((prepared.mode, answer, rx))
     }
 
     fn model_name(&self) -> String {
         self.model.info().name.clone()
+    }
+
+    fn trace(g: &Generation) {
+        if std::env::var_os("CAIRN_LOCAL_TRACE").is_some() {
+            eprintln!(
+                "[local] prompt {} (cached {}) prefill {:.1}s · generated {} in {:.1}s · {:?}",
+                g.prompt_tokens,
+                g.cached_tokens,
+                g.prefill.as_secs_f64(),
+                g.generated_tokens,
+                g.decode.as_secs_f64(),
+                g.stop
+            );
+        }
     }
 
     fn remember(&self, canonical: String, raw: String) {
@@ -209,8 +292,8 @@ impl ChatClient for LocalClient {
             messages, options, ..
         } = request;
         Box::pin(async move {
-            let (mode, mut rx) = self.start_turn(messages, options)?;
-            let mut decoder = TurnDecoder::new(mode, self.model_name());
+            let (mode, answer, mut rx) = self.start_turn(messages, options)?;
+            let mut decoder = TurnDecoder::new(mode, answer, self.model_name());
             let mut sink = Vec::new();
             while let Some(msg) = rx.recv().await {
                 match msg {
@@ -220,6 +303,7 @@ impl ChatClient for LocalClient {
                     }
                     WorkerMsg::Done(result) => {
                         let g = result.map_err(ChatError::from)?;
+                        Self::trace(&g);
                         let (response, canonical) = decoder.finish(&g, &mut sink);
                         self.remember(canonical, g.text);
                         return Ok(response);
@@ -248,9 +332,10 @@ impl ChatClient for LocalClient {
                 }
                 if let Some((messages, options)) = st.start.take() {
                     match st.client.start_turn(messages, options) {
-                        Ok((mode, rx)) => {
+                        Ok((mode, answer, rx)) => {
                             st.rx = Some(rx);
-                            st.decoder = Some(TurnDecoder::new(mode, st.client.model_name()));
+                            st.decoder =
+                                Some(TurnDecoder::new(mode, answer, st.client.model_name()));
                         }
                         Err(e) => return Some((Err(e), st)),
                     }
@@ -266,6 +351,7 @@ impl ChatClient for LocalClient {
                     }
                     Some(WorkerMsg::Done(Ok(g))) => {
                         st.rx = None;
+                        LocalClient::trace(&g);
                         let decoder = st.decoder.take()?;
                         let (_, canonical) = decoder.finish(&g, &mut out);
                         st.client.remember(canonical, g.text);
@@ -301,6 +387,8 @@ struct StreamState<'a> {
 /// Folds a turn's raw text into updates and, at the end, the response.
 struct TurnDecoder {
     mode: Mode,
+    /// Whether a call of [`ANSWER_TOOL`] is the answer action (text, not a call).
+    answer: bool,
     model_name: String,
     raw: String,
     /// Bytes of the streamable text already sent (lenient/text modes).
@@ -317,9 +405,10 @@ fn new_call_id() -> String {
 }
 
 impl TurnDecoder {
-    fn new(mode: Mode, model_name: String) -> Self {
+    fn new(mode: Mode, answer: bool, model_name: String) -> Self {
         TurnDecoder {
             mode,
+            answer,
             model_name,
             raw: String::new(),
             text_sent: 0,
@@ -335,6 +424,10 @@ impl TurnDecoder {
                 if self.call.is_none()
                     && let Some((name, off)) = constrained_head(&self.raw)
                 {
+                    if self.answer && name == ANSWER_TOOL {
+                        // The answer is text: it is sent whole when the turn ends.
+                        return;
+                    }
                     let id = new_call_id();
                     out.push(UpdateEvent::ToolCallStart {
                         index: 0,
@@ -378,6 +471,13 @@ impl TurnDecoder {
         let truncated = g.stop == StopReason::Length;
         match self.mode {
             Mode::Constrained => match parse_constrained(&self.raw) {
+                Some(c) if self.answer && c.name == ANSWER_TOOL => {
+                    let t = answer_text(&c.arguments).trim().to_owned();
+                    if !t.is_empty() {
+                        out.push(UpdateEvent::TextDelta { text: t.clone() });
+                        contents.push(Content::text(t));
+                    }
+                }
                 Some(c) => {
                     let (id, sent) = match &self.call {
                         Some((id, _)) => (id.clone(), self.args_sent),
@@ -484,5 +584,24 @@ impl TurnDecoder {
             },
             canonical,
         )
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn answer_text_reads_whole_and_cut_off_arguments() {
+        assert_eq!(
+            answer_text(r#"{"text": "It printed 42."}"#),
+            "It printed 42."
+        );
+        assert_eq!(
+            answer_text(r#"{"text": "It printed \"42"#),
+            "It printed \"42"
+        );
+        assert_eq!(answer_text(r#"{"text": "a\"#), "a");
+        assert_eq!(answer_text("{"), "");
     }
 }

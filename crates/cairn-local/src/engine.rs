@@ -68,7 +68,30 @@ pub struct LocalConfig {
     pub tool_grammar: ToolGrammar,
     /// The prompt layout; `None` picks it from the file's metadata.
     pub format: Option<PromptFormat>,
+    /// Offer the model a built-in `answer` action on every turn that offers tools (default
+    /// false): it is listed with the tools and is a branch of every constrained turn's grammar,
+    /// and a call of it comes back as the assistant's text, which ends the agent's run. With
+    /// [`ToolGrammar::Always`] every turn is then an action: a tool call, or the answer. See
+    /// [`LocalClient`](crate::LocalClient).
+    pub answer_tool: bool,
+    /// A file that keeps the KV cache of a process's first prompt for the next process (default
+    /// none). The first request of a process loads it and reuses its longest common token prefix
+    /// with the new prompt, so the system block and tool list, the same in every run, are not
+    /// evaluated again (on 2 cores that prefill is 10–40 s of a run). It is rewritten (atomically)
+    /// when a first request had to evaluate more than [`PROMPT_CACHE_MIN_NEW`] tokens. A file
+    /// that does not load (missing, from another model or context size, damaged) is ignored.
+    pub prompt_cache: Option<PathBuf>,
+    /// List the tools before the instructions in the system block (default false; see
+    /// [`RenderOptions::tools_first`](crate::prompt::RenderOptions::tools_first)).
+    pub tools_first: bool,
+    /// End each turn of tool results with a reminder of the user's request and of the next
+    /// step (default false; see [`crate::prompt::reminder`]).
+    pub remind: bool,
 }
+
+/// New tokens a process's first prompt must evaluate before [`LocalConfig::prompt_cache`] is
+/// rewritten (fewer: the file already held most of it).
+pub const PROMPT_CACHE_MIN_NEW: usize = 256;
 
 impl Default for LocalConfig {
     fn default() -> Self {
@@ -81,6 +104,10 @@ impl Default for LocalConfig {
             seed: 0,
             tool_grammar: ToolGrammar::OnUserTurns,
             format: None,
+            answer_tool: false,
+            prompt_cache: None,
+            tools_first: false,
+            remind: false,
         }
     }
 }
@@ -339,9 +366,22 @@ impl LocalModel {
         let (ready_tx, ready_rx) = mpsc::sync_channel::<Result<(), LocalError>>(1);
         let worker_model = Arc::clone(&model);
         let n_batch = config.n_batch.min(n_ctx);
+        let prompt_cache = config.prompt_cache.clone();
         let worker = std::thread::Builder::new()
             .name("cairn-local".into())
-            .spawn(move || worker_main(worker_model, n_ctx, n_batch, threads, jobs_rx, ready_tx))
+            .spawn(move || {
+                worker_main(
+                    worker_model,
+                    WorkerSetup {
+                        n_ctx,
+                        n_batch,
+                        threads,
+                        prompt_cache,
+                    },
+                    jobs_rx,
+                    ready_tx,
+                )
+            })
             .map_err(|e| LocalError::Context(format!("could not start the worker thread: {e}")))?;
         match ready_rx.recv() {
             Ok(Ok(())) => {}
@@ -472,14 +512,25 @@ pub fn reusable_prefix<T: PartialEq>(cached: &[T], prompt: &[T]) -> usize {
     }
 }
 
-fn worker_main(
-    model: Arc<LlamaModel>,
+struct WorkerSetup {
     n_ctx: u32,
     n_batch: u32,
     threads: u32,
+    prompt_cache: Option<PathBuf>,
+}
+
+fn worker_main(
+    model: Arc<LlamaModel>,
+    setup: WorkerSetup,
     jobs: mpsc::Receiver<Job>,
     ready: mpsc::SyncSender<Result<(), LocalError>>,
 ) {
+    let WorkerSetup {
+        n_ctx,
+        n_batch,
+        threads,
+        prompt_cache,
+    } = setup;
     let backend = match backend() {
         Ok(b) => b,
         Err(e) => {
@@ -507,6 +558,8 @@ fn worker_main(
         cached: Vec::new(),
         n_ctx: n_ctx as usize,
         n_batch: n_batch as usize,
+        prompt_cache,
+        first: true,
     };
     if ready.send(Ok(())).is_err() {
         return;
@@ -550,6 +603,10 @@ struct Worker<'m> {
     cached: Vec<LlamaToken>,
     n_ctx: usize,
     n_batch: usize,
+    /// See [`LocalConfig::prompt_cache`].
+    prompt_cache: Option<PathBuf>,
+    /// Whether no request was served yet.
+    first: bool,
 }
 
 /// Decodes token bytes into text across UTF-8 boundaries.
@@ -590,6 +647,39 @@ impl Worker<'_> {
     fn reset(&mut self) {
         self.ctx.clear_kv_cache();
         self.cached.clear();
+    }
+
+    /// Fills the KV cache from [`LocalConfig::prompt_cache`], if it loads.
+    fn load_prompt_cache(&mut self) {
+        let Some(path) = self.prompt_cache.as_deref().filter(|p| p.is_file()) else {
+            return;
+        };
+        match self.ctx.state_seq_load_file(path, 0, self.n_ctx) {
+            Ok((tokens, _)) if !tokens.is_empty() && tokens.len() < self.n_ctx => {
+                self.cached = tokens;
+            }
+            _ => self.reset(),
+        }
+    }
+
+    /// Writes the KV cache (the prompt just evaluated) to [`LocalConfig::prompt_cache`]:
+    /// into a temporary file beside it, then renamed over it. Failures are ignored: the cache
+    /// only saves time.
+    fn save_prompt_cache(&self) {
+        let Some(path) = self.prompt_cache.as_deref() else {
+            return;
+        };
+        if let Some(dir) = path.parent() {
+            let _ = std::fs::create_dir_all(dir);
+        }
+        let tmp = path.with_extension(format!("tmp{}", std::process::id()));
+        if self.ctx.state_seq_save_file(&tmp, 0, &self.cached).is_ok() {
+            if std::fs::rename(&tmp, path).is_err() {
+                let _ = std::fs::remove_file(&tmp);
+            }
+        } else {
+            let _ = std::fs::remove_file(&tmp);
+        }
     }
 
     fn generate(
@@ -635,6 +725,10 @@ impl Worker<'_> {
 
         // Prefill: keep the common prefix, evaluate the rest.
         let started = Instant::now();
+        let first = std::mem::replace(&mut self.first, false);
+        if first && self.cached.is_empty() {
+            self.load_prompt_cache();
+        }
         let mut reuse = reusable_prefix(&self.cached, &tokens);
         if reuse < self.cached.len() {
             let pos = u32::try_from(reuse).unwrap_or(u32::MAX);
@@ -664,6 +758,9 @@ impl Worker<'_> {
             }
             self.cached.extend_from_slice(chunk);
             last_idx = batch.n_tokens() - 1;
+        }
+        if first && new.len() > PROMPT_CACHE_MIN_NEW {
+            self.save_prompt_cache();
         }
         let prefill = started.elapsed();
 

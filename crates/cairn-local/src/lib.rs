@@ -53,10 +53,10 @@ pub mod models;
 pub mod parse;
 pub mod prompt;
 
-pub use client::LocalClient;
+pub use client::{ANSWER_TOOL, LocalClient, answer_tool_spec};
 pub use engine::{
-    GenerateRequest, Generation, LocalConfig, LocalModel, ModelInfo, Sampling, StopReason,
-    ToolGrammar, common_prefix_len, reusable_prefix,
+    GenerateRequest, Generation, LocalConfig, LocalModel, ModelInfo, PROMPT_CACHE_MIN_NEW,
+    Sampling, StopReason, ToolGrammar, common_prefix_len, reusable_prefix,
 };
 pub use error::LocalError;
 pub use models::{KnownModel, default_model_path, model_dir, resolve_model};

@@ -139,6 +139,40 @@ pub struct RenderOptions<'a> {
     pub tools: &'a [ToolSpec],
     /// Whether to end with the start of an assistant turn.
     pub add_generation_prompt: bool,
+    /// Put the tool section before the instructions in the system block (default: after, as
+    /// Qwen's template does). The tool list is the same in every project while instructions
+    /// may not be, so a prompt cache shared across projects covers it only when it comes first.
+    pub tools_first: bool,
+    /// End each turn of tool results with a reminder of the user's request and of what to do
+    /// next (see [`reminder`]); small models lose the request after a few tool turns.
+    pub remind: bool,
+}
+
+/// Most characters of the request a reminder repeats.
+pub const REMINDER_MAX_CHARS: usize = 300;
+
+/// The reminder that ends a turn of tool results when [`RenderOptions::remind`] is set:
+/// the user's request (cut at [`REMINDER_MAX_CHARS`]), a note when the last call repeated an
+/// earlier one of the same request, and the two ways on: the next tool, or (when an `answer`
+/// tool is offered) `answer`.
+pub fn reminder(request: &str, repeated: bool, answer_tool: bool) -> String {
+    let mut r: String = request.trim().chars().take(REMINDER_MAX_CHARS).collect();
+    if r.len() < request.trim().len() {
+        r.push('…');
+    }
+    let repeat = if repeated {
+        " You made that same call before."
+    } else {
+        ""
+    };
+    let done = if answer_tool {
+        "call answer with the result"
+    } else {
+        "reply with the result"
+    };
+    format!(
+        "\n<reminder>The request: {r}{repeat} If it is done, {done}; otherwise call the next tool.</reminder>"
+    )
 }
 
 /// Renders a conversation into the prompt text.
@@ -169,7 +203,15 @@ pub fn render(messages: &[Message], opts: RenderOptions<'_>, raw: Option<&RawRep
     } else {
         Some(system_parts.join("\n\n"))
     };
-    if !opts.tools.is_empty() {
+    if !opts.tools.is_empty() && opts.tools_first {
+        out.push_str("<|im_start|>system\n");
+        out.push_str(&tool_section(opts.tools));
+        if let Some(s) = &system {
+            out.push_str("\n\n");
+            out.push_str(s);
+        }
+        out.push_str("<|im_end|>\n");
+    } else if !opts.tools.is_empty() {
         out.push_str("<|im_start|>system\n");
         if let Some(s) = &system {
             out.push_str(s);
@@ -185,6 +227,17 @@ pub fn render(messages: &[Message], opts: RenderOptions<'_>, raw: Option<&RawRep
 
     // The turns. Consecutive tool results share one user turn, as in Qwen's template.
     let mut in_tool_turn = false;
+    // For reminders: the last request, the calls made since, and whether the last repeated one.
+    let mut request = String::new();
+    let mut calls_seen: Vec<(String, String)> = Vec::new();
+    let mut repeated = false;
+    let close_tool_turn = |out: &mut String, request: &str, repeated: bool| {
+        if opts.remind && !request.is_empty() {
+            let answer = opts.tools.iter().any(|t| t.name == "answer");
+            out.push_str(&reminder(request, repeated, answer));
+        }
+        out.push_str("<|im_end|>\n");
+    };
     for m in rest {
         let results: Vec<String> = m.function_results().map(|r| r.text()).collect();
         let is_results = m.role == Role::Tool || (!results.is_empty() && m.role == Role::User);
@@ -207,11 +260,17 @@ pub fn render(messages: &[Message], opts: RenderOptions<'_>, raw: Option<&RawRep
             continue;
         }
         if in_tool_turn {
-            out.push_str("<|im_end|>\n");
+            close_tool_turn(&mut out, &request, repeated);
             in_tool_turn = false;
         }
         match &m.role {
             Role::Assistant => {
+                repeated = false;
+                for c in m.function_calls() {
+                    let key = (c.name.clone(), c.arguments.trim().to_owned());
+                    repeated |= calls_seen.contains(&key);
+                    calls_seen.push(key);
+                }
                 let canonical = assistant_body(m);
                 let body = raw
                     .and_then(|r| r.get(&canonical))
@@ -221,6 +280,10 @@ pub fn render(messages: &[Message], opts: RenderOptions<'_>, raw: Option<&RawRep
                 out.push_str("<|im_end|>\n");
             }
             role => {
+                if *role == Role::User {
+                    request = m.text();
+                    calls_seen.clear();
+                }
                 out.push_str("<|im_start|>");
                 out.push_str(role.as_str());
                 out.push('\n');
@@ -230,7 +293,7 @@ pub fn render(messages: &[Message], opts: RenderOptions<'_>, raw: Option<&RawRep
         }
     }
     if in_tool_turn {
-        out.push_str("<|im_end|>\n");
+        close_tool_turn(&mut out, &request, repeated);
     }
     if opts.add_generation_prompt {
         out.push_str(ASSISTANT_START);
@@ -383,6 +446,8 @@ mod tests {
                 instructions: Some("Be brief."),
                 tools: &tools,
                 add_generation_prompt: true,
+                tools_first: false,
+                remind: false,
             },
             None,
         );
@@ -403,6 +468,8 @@ mod tests {
             instructions: None,
             tools: &[],
             add_generation_prompt: true,
+            tools_first: false,
+            remind: false,
         };
         assert_eq!(
             render(&msgs, opts, None),
@@ -453,6 +520,8 @@ mod tests {
             instructions: None,
             tools: &[],
             add_generation_prompt: false,
+            tools_first: false,
+            remind: false,
         };
         let canonical = assistant_body(&assistant);
         assert_eq!(
@@ -469,6 +538,64 @@ mod tests {
         let model_said = "Listing.\n```json\n{\"name\": \"ls\", \"arguments\": {}}\n```".to_owned();
         raw.insert(canonical, model_said.clone());
         assert!(render(&msgs, opts, Some(&raw)).contains(&model_said));
+    }
+
+    #[test]
+    fn tools_first_and_reminders() {
+        let call = |id: &str| {
+            Message::new(
+                Role::Assistant,
+                vec![Content::FunctionCall(FunctionCall {
+                    call_id: id.into(),
+                    name: "write_file".into(),
+                    arguments: r#"{"path": "a.txt", "content": "hi"}"#.into(),
+                })],
+            )
+        };
+        let result = |id: &str| {
+            Message::tool_result(FunctionResult {
+                call_id: id.into(),
+                output: vec![Content::text("Wrote a.txt")],
+                is_error: false,
+            })
+        };
+        let msgs = vec![
+            Message::user("Write hi to a.txt"),
+            call("c1"),
+            result("c1"),
+            call("c2"),
+            result("c2"),
+        ];
+        let tools = [write_tool()];
+        let got = render(
+            &msgs,
+            RenderOptions {
+                format: PromptFormat::Qwen,
+                instructions: Some("Be brief."),
+                tools: &tools,
+                add_generation_prompt: true,
+                tools_first: true,
+                remind: true,
+            },
+            None,
+        );
+        let system = format!(
+            "<|im_start|>system\n{}\n\nBe brief.<|im_end|>\n",
+            tool_section(&tools)
+        );
+        assert!(got.starts_with(&system), "{got}");
+        let first = "Wrote a.txt\n</tool_response>\n<reminder>The request: Write hi to a.txt If it is done, reply with the result; otherwise call the next tool.</reminder><|im_end|>";
+        let second = "Wrote a.txt\n</tool_response>\n<reminder>The request: Write hi to a.txt You made that same call before. If it is done, reply with the result; otherwise call the next tool.</reminder><|im_end|>";
+        assert_eq!(got.matches(first).count(), 1, "{got}");
+        assert_eq!(got.matches(second).count(), 1, "{got}");
+        // With an `answer` tool the reminder names it; long requests are cut.
+        let long = "x".repeat(REMINDER_MAX_CHARS + 10);
+        let r = reminder(&long, false, true);
+        assert!(r.contains("call answer with the result"), "{r}");
+        assert!(
+            r.contains(&format!("{}…", "x".repeat(REMINDER_MAX_CHARS))),
+            "{r}"
+        );
     }
 
     #[test]

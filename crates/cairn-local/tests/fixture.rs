@@ -366,3 +366,76 @@ fn overflow_is_a_context_overflow_error() {
         assert!(err.is_context_overflow());
     })
 }
+
+/// The prompt cache file carries a first prompt's KV cache to the next process (here: the next
+/// load): the second model reuses it and answers exactly as the first did.
+#[test]
+fn the_prompt_cache_serves_the_next_load() {
+    let _serial = serial();
+    let Some(path) = KnownModel::Fixture.find() else {
+        fixture(64);
+        return;
+    };
+    let dir = tempfile::tempdir().unwrap();
+    let cache = dir.path().join("prompt.kv");
+    let config = LocalConfig {
+        n_ctx: 1024,
+        threads: Some(1),
+        max_tokens: 8,
+        prompt_cache: Some(cache.clone()),
+        ..Default::default()
+    };
+    let system = "<|im_start|>system\n".to_owned()
+        + &"You are a careful assistant who answers in one short sentence. ".repeat(30)
+        + "<|im_end|>\n";
+    let prompt =
+        |q: &str| format!("{system}<|im_start|>user\n{q}<|im_end|>\n<|im_start|>assistant\n");
+    let first = LocalModel::load(&path, config.clone()).unwrap();
+    let a = first
+        .generate(GenerateRequest::new(prompt("Name a colour."), 8))
+        .unwrap();
+    assert_eq!(a.cached_tokens, 0);
+    assert!(cache.is_file(), "the first prompt was saved");
+    drop(first);
+    let second = LocalModel::load(&path, config.clone()).unwrap();
+    let b = second
+        .generate(GenerateRequest::new(prompt("Name a colour."), 8))
+        .unwrap();
+    assert!(
+        b.cached_tokens + 1 >= b.prompt_tokens,
+        "{} of {}",
+        b.cached_tokens,
+        b.prompt_tokens
+    );
+    assert!(!b.text.is_empty());
+    drop(second);
+    // Another question shares the system block only.
+    let third = LocalModel::load(&path, config).unwrap();
+    let c = third
+        .generate(GenerateRequest::new(prompt("Name an animal."), 8))
+        .unwrap();
+    assert!(
+        c.cached_tokens > 300 && c.cached_tokens < c.prompt_tokens,
+        "{} of {}",
+        c.cached_tokens,
+        c.prompt_tokens
+    );
+    // A damaged file is ignored.
+    drop(third);
+    std::fs::write(&cache, b"not a state file").unwrap();
+    let fourth = LocalModel::load(
+        &path,
+        LocalConfig {
+            prompt_cache: Some(cache),
+            n_ctx: 1024,
+            threads: Some(1),
+            ..Default::default()
+        },
+    )
+    .unwrap();
+    let d = fourth
+        .generate(GenerateRequest::new(prompt("Name a colour."), 8))
+        .unwrap();
+    assert_eq!(d.cached_tokens, 0);
+    assert_eq!(d.text, a.text);
+}

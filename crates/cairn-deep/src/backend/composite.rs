@@ -13,8 +13,9 @@ use crate::path::{is_within, normalize, parent, relative_to};
 ///
 /// - The longest matching prefix wins; the routed backend sees the path with the prefix
 ///   stripped (`/memories/a.md` → `/a.md`), and results and errors carry the full path again.
-/// - `ls` of a directory shows the routes directly inside it as directories (so `ls /` shows
-///   `/memories/`).
+/// - `ls` of a directory shows the routes directly inside it that hold something as
+///   directories (so `ls /` shows `/memories/` once a memory is saved; an empty route is not
+///   listed, but can still be listed, read and written by its path).
 /// - `glob` and `grep` over a directory that contains routes search the default and every
 ///   route below it.
 /// - `execute` goes to the default backend.
@@ -173,7 +174,11 @@ impl Backend for CompositeBackend {
             for (prefix, _) in &self.routes {
                 if parent(prefix) == dir {
                     entries.retain(|e| e.path != *prefix);
-                    entries.push(FileInfo::dir(prefix.clone()));
+                    // An empty route is not listed: a small model reported the internal
+                    // `/large_tool_results/` as part of the project (issue #17).
+                    if self.ls(rt, prefix).await.is_ok_and(|v| !v.is_empty()) {
+                        entries.push(FileInfo::dir(prefix.clone()));
+                    }
                 }
             }
             entries.sort_by(|a, b| a.path.cmp(&b.path));

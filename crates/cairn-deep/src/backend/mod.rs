@@ -198,6 +198,12 @@ pub trait Executor: Send + Sync {
         Duration::from_secs(120)
     }
 
+    /// The host directory commands run in, when it is also the root of the file tools' `/`
+    /// (then `execute` can map a file-tool path such as `/hello.py` onto it); `None` otherwise.
+    fn working_dir(&self) -> Option<&std::path::Path> {
+        None
+    }
+
     /// Reviews `command` before it runs (the `execute` tool's
     /// [`Tool::review_call`](cairn_core::Tool::review_call)): the default leaves it to the
     /// agent's approvals; [`LocalShellBackend`] applies its exec policy and asks for every

@@ -612,6 +612,10 @@ impl Executor for LocalShellBackend {
         self.config.default_timeout
     }
 
+    fn working_dir(&self) -> Option<&Path> {
+        Some(self.fs.root())
+    }
+
     /// The exec policy's decision (forbid, allow; `prompt` leaves it to the configured
     /// approvals), except that every command not forbidden needs a decision when a sandbox was
     /// asked for and this system cannot enforce it.

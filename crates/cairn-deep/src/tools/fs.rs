@@ -22,6 +22,162 @@ fn fail(e: crate::BackendError) -> ToolOutput {
     ToolOutput::error(e.to_model_message())
 }
 
+/// Most paths a `not found` error suggests.
+const MAX_SUGGESTIONS: usize = 3;
+/// Most entries of a directory a `not found` error lists when nothing of the name exists.
+const MAX_LISTED: usize = 8;
+/// Lines of the file an `edit_file` error shows around the closest match.
+const NEAR_LINES: usize = 3;
+
+/// A failure that teaches the next step (issue #17): a missing path names the files of the
+/// same name elsewhere (`/path/to/utils.py` → `/utils.py`), or else what the nearest existing
+/// directory holds; an `edit_file` whose `old_string` is absent shows the file's closest lines,
+/// numbered, to copy from. Other errors are as the backend says.
+async fn fail_teaching(
+    backend: &SharedBackend,
+    rt: &BackendRuntime,
+    e: crate::BackendError,
+    edit: Option<(&str, &str)>,
+) -> ToolOutput {
+    let mut msg = e.to_model_message();
+    match &e {
+        crate::BackendError::NotFound(path) => {
+            if let Some(hint) = not_found_hint(backend, rt, path).await {
+                msg.push(' ');
+                msg.push_str(&hint);
+            }
+        }
+        crate::BackendError::NoMatch(path) => {
+            if let (Some((_, old)), Ok(text)) = (edit, backend.read_text(rt, path).await)
+                && let Some(near) = nearest_lines(&text, old)
+            {
+                msg.push_str("\nThe closest lines in the file (number, tab, text):\n");
+                msg.push_str(&near);
+            }
+        }
+        crate::BackendError::EmptyOldString => {
+            // Usually an attempt to add text: show the end of the file to anchor on.
+            if let Some((path, _)) = edit
+                && let Ok(text) = backend.read_text(rt, path).await
+            {
+                let lines: Vec<&str> = text.lines().collect();
+                let from = lines.len().saturating_sub(NEAR_LINES);
+                msg.push_str(
+                    " To add text, put an existing line in old_string and that line plus the new text in new_string. The file ends with (number, tab, text):\n",
+                );
+                msg.push_str(
+                    &(from..lines.len())
+                        .map(|i| format!("{}\t{}", i + 1, lines[i]))
+                        .collect::<Vec<_>>()
+                        .join("\n"),
+                );
+            }
+        }
+        _ => {}
+    }
+    ToolOutput::error(msg)
+}
+
+async fn not_found_hint(
+    backend: &SharedBackend,
+    rt: &BackendRuntime,
+    missing: &str,
+) -> Option<String> {
+    let name = missing
+        .trim_end_matches('/')
+        .rsplit('/')
+        .next()
+        .unwrap_or("");
+    if !name.is_empty()
+        && !name.contains(['*', '?', '[', ']', '{', '}'])
+        && let Ok(found) = backend.glob(rt, &format!("**/{name}"), "/").await
+    {
+        let found: Vec<String> = found
+            .into_iter()
+            .filter(|p| p != missing)
+            .take(MAX_SUGGESTIONS)
+            .collect();
+        if !found.is_empty() {
+            return Some(format!("Did you mean {}?", found.join(" or ")));
+        }
+    }
+    // The nearest directory that exists, and what it holds.
+    let mut dir = crate::path::parent(missing);
+    loop {
+        if let Ok(entries) = backend.ls(rt, dir).await {
+            if entries.is_empty() {
+                return Some(format!("{dir} is empty."));
+            }
+            let shown: Vec<String> = entries
+                .iter()
+                .take(MAX_LISTED)
+                .map(|e| {
+                    if e.is_dir {
+                        format!("{}/", e.path)
+                    } else {
+                        e.path.clone()
+                    }
+                })
+                .collect();
+            let more = if entries.len() > MAX_LISTED {
+                ", …"
+            } else {
+                ""
+            };
+            return Some(format!("{dir} holds: {}{more}", shown.join(", ")));
+        }
+        if dir == "/" {
+            return None;
+        }
+        dir = crate::path::parent(dir);
+    }
+}
+
+/// The lines of `text` most like `old`'s first non-blank line, with one line of context each
+/// side, numbered as `read_file` numbers them. `None` when nothing is alike.
+fn nearest_lines(text: &str, old: &str) -> Option<String> {
+    let probe = old.lines().map(str::trim).find(|l| !l.is_empty())?;
+    let lines: Vec<&str> = text.lines().collect();
+    let (best, score) = lines
+        .iter()
+        .enumerate()
+        .map(|(i, l)| (i, similarity(l.trim(), probe)))
+        .max_by(|a, b| a.1.total_cmp(&b.1))?;
+    if score < 0.3 {
+        return None;
+    }
+    let from = best.saturating_sub(1);
+    let to = (from + NEAR_LINES).min(lines.len());
+    Some(
+        (from..to)
+            .map(|i| format!("{}\t{}", i + 1, lines[i]))
+            .collect::<Vec<_>>()
+            .join("\n"),
+    )
+}
+
+/// Dice coefficient of the character bigrams of two strings, whitespace ignored (1 = equal,
+/// 0 = nothing shared).
+fn similarity(a: &str, b: &str) -> f64 {
+    let grams = |s: &str| -> Vec<(char, char)> {
+        let c: Vec<char> = s.chars().filter(|c| !c.is_whitespace()).collect();
+        c.windows(2).map(|w| (w[0], w[1])).collect()
+    };
+    let (x, mut y) = (grams(a), grams(b));
+    if x.is_empty() || y.is_empty() {
+        return if a == b { 1.0 } else { 0.0 };
+    }
+    let total = x.len() + y.len();
+    let mut shared = 0usize;
+    for g in &x {
+        if let Some(i) = y.iter().position(|h| h == g) {
+            y.swap_remove(i);
+            shared += 1;
+        }
+    }
+    (2 * shared) as f64 / total as f64
+}
+
 fn rt(ctx: &FunctionInvocationContext) -> BackendRuntime {
     BackendRuntime::from_context(ctx)
 }
@@ -45,9 +201,10 @@ pub fn ls_tool(backend: SharedBackend) -> SharedTool {
                     Ok(p) => p,
                     Err(e) => return fail(e),
                 };
-                match backend.ls(&rt(&ctx), &path).await {
+                let rt = rt(&ctx);
+                match backend.ls(&rt, &path).await {
                     Ok(entries) => ToolOutput::text(format::render_ls(&path, &entries)),
-                    Err(e) => fail(e),
+                    Err(e) => fail_teaching(&backend, &rt, e, None).await,
                 }
             }
         },
@@ -80,9 +237,10 @@ pub fn read_file_tool(backend: SharedBackend) -> SharedTool {
             async move {
                 let offset = a.offset.unwrap_or(0);
                 let limit = a.limit.unwrap_or(format::DEFAULT_READ_LIMIT);
-                match backend.read(&rt(&ctx), &a.file_path, offset, limit).await {
+                let rt = rt(&ctx);
+                match backend.read(&rt, &a.file_path, offset, limit).await {
                     Ok(text) => ToolOutput::text(text),
-                    Err(e) => fail(e),
+                    Err(e) => fail_teaching(&backend, &rt, e, None).await,
                 }
             }
         },
@@ -100,6 +258,18 @@ struct WriteArgs {
 
 /// `write_file`: creates a file; an existing file is an error (use `edit_file`).
 pub fn write_file_tool(backend: SharedBackend) -> SharedTool {
+    write_file_impl(backend, false)
+}
+
+/// `write_file` that also replaces the whole text of an existing file (through the backend's
+/// `edit`, so the change lands in one write), for models that rewrite a small file more
+/// reliably than they edit it: the embedded model's profile
+/// ([`HarnessProfile::write_file_overwrites`](crate::HarnessProfile::write_file_overwrites)).
+pub fn overwriting_write_file_tool(backend: SharedBackend) -> SharedTool {
+    write_file_impl(backend, true)
+}
+
+fn write_file_impl(backend: SharedBackend, overwrite: bool) -> SharedTool {
     Builtin::with_deadline(
         "write_file",
         "Create a new file (and missing directories). Fails if the file exists; change existing files with edit_file.",
@@ -111,14 +281,42 @@ pub fn write_file_tool(backend: SharedBackend) -> SharedTool {
                     Ok(p) => p,
                     Err(e) => return fail(e),
                 };
-                match backend.write(&rt(&ctx), &path, &a.content).await {
+                let rt = rt(&ctx);
+                match backend.write(&rt, &path, &a.content).await {
                     Ok(()) => ToolOutput::text(format!("Created {path}")),
+                    Err(crate::BackendError::AlreadyExists(_)) if overwrite => {
+                        match overwrite_file(&backend, &rt, &path, &a.content).await {
+                            Ok(()) => ToolOutput::text(format!("Overwrote {path}")),
+                            Err(e) => fail(e),
+                        }
+                    }
                     Err(e) => fail(e),
                 }
             }
         },
     )
     .shared()
+}
+
+/// Replaces the whole text of the existing file `path`.
+async fn overwrite_file(
+    backend: &SharedBackend,
+    rt: &BackendRuntime,
+    path: &str,
+    content: &str,
+) -> Result<(), crate::BackendError> {
+    let old = backend.read_text(rt, path).await?;
+    if old == content {
+        return Ok(());
+    }
+    if old.is_empty() {
+        backend.delete(rt, path).await?;
+        return backend.write(rt, path, content).await;
+    }
+    backend
+        .edit(rt, path, &old, content, false)
+        .await
+        .map(|_| ())
 }
 
 #[derive(Deserialize, JsonSchema)]
@@ -147,13 +345,16 @@ pub fn edit_file_tool(backend: SharedBackend) -> SharedTool {
                     Err(e) => return fail(e),
                 };
                 let all = a.replace_all.unwrap_or(false);
+                let rt = rt(&ctx);
                 match backend
-                    .edit(&rt(&ctx), &path, &a.old_string, &a.new_string, all)
+                    .edit(&rt, &path, &a.old_string, &a.new_string, all)
                     .await
                 {
                     Ok(1) => ToolOutput::text(format!("Replaced 1 occurrence in {path}")),
                     Ok(n) => ToolOutput::text(format!("Replaced {n} occurrences in {path}")),
-                    Err(e) => fail(e),
+                    Err(e) => {
+                        fail_teaching(&backend, &rt, e, Some((&path, &a.old_string))).await
+                    }
                 }
             }
         },
@@ -181,9 +382,10 @@ pub fn delete_tool(backend: SharedBackend) -> SharedTool {
                     Ok(p) => p,
                     Err(e) => return fail(e),
                 };
-                match backend.delete(&rt(&ctx), &path).await {
+                let rt = rt(&ctx);
+                match backend.delete(&rt, &path).await {
                     Ok(()) => ToolOutput::text(format!("Deleted {path}")),
-                    Err(e) => fail(e),
+                    Err(e) => fail_teaching(&backend, &rt, e, None).await,
                 }
             }
         },
@@ -258,7 +460,8 @@ pub fn grep_tool(backend: SharedBackend) -> SharedTool {
                     max_matches: cap,
                     max_per_file: per_file,
                 };
-                match backend.grep(&rt(&ctx), &query).await {
+                let rt = rt(&ctx);
+                match backend.grep(&rt, &query).await {
                     Ok(r) if r.matches.is_empty() && literal && looks_like_regex(&query.pattern) => {
                         ToolOutput::text(format!(
                             "{} The pattern was searched as exact text; set regex true to use it as a regular expression.",
@@ -266,7 +469,7 @@ pub fn grep_tool(backend: SharedBackend) -> SharedTool {
                         ))
                     }
                     Ok(r) => ToolOutput::text(format::render_grep(&r, mode, cap)),
-                    Err(e) => fail(e),
+                    Err(e) => fail_teaching(&backend, &rt, e, None).await,
                 }
             }
         },
@@ -331,7 +534,11 @@ pub fn execute_tool(backend: SharedBackend) -> SharedTool {
                 }
                 t => t.map(Duration::from_secs),
             };
-            match exec.execute(&a.command, timeout).await {
+            let (command, mapped) = match exec.working_dir() {
+                Some(dir) => map_virtual_paths(&a.command, dir),
+                None => (a.command.clone(), Vec::new()),
+            };
+            match exec.execute(&command, timeout).await {
                 Ok(out) => {
                     let mut text = out.output;
                     if text.is_empty() {
@@ -343,6 +550,13 @@ pub fn execute_tool(backend: SharedBackend) -> SharedTool {
                         Some(code) => text.push_str(&format!("[exit code {code}]")),
                         None => text.push_str("[killed by a signal]"),
                     }
+                    if !mapped.is_empty() {
+                        text.push_str(&format!(
+                            "\n[commands run in the project directory: {} ran as {}]",
+                            mapped.iter().map(|(v, _)| v.as_str()).collect::<Vec<_>>().join(", "),
+                            mapped.iter().map(|(_, h)| h.as_str()).collect::<Vec<_>>().join(", ")
+                        ));
+                    }
                     ToolOutput::text(text)
                 }
                 Err(e) => fail(e),
@@ -351,6 +565,59 @@ pub fn execute_tool(backend: SharedBackend) -> SharedTool {
     })
     .with_review(review)
     .shared()
+}
+
+/// Maps the file tools' paths in a shell command onto the directory it runs in: a word
+/// starting with `/` whose first component exists in `dir` but not at the host's root
+/// (`python3 /hello.py`, where the file tools see the project as `/`) becomes relative
+/// (`python3 ./hello.py`). Host paths that exist (`/usr/bin/env`, `/tmp`) and paths that exist
+/// nowhere are left alone. Returns the command and the (virtual, mapped) pairs.
+///
+/// ```text
+/// python3 /hello.py > /out.txt   →   python3 ./hello.py > /out.txt   (only hello.py exists)
+/// ```
+pub(crate) fn map_virtual_paths(
+    command: &str,
+    dir: &std::path::Path,
+) -> (String, Vec<(String, String)>) {
+    const BOUNDARY: &[char] = &[
+        ' ', '\t', '\n', '=', '"', '\'', '>', '<', '(', ';', '|', '&', '`',
+    ];
+    const END: &[char] = &[
+        ' ', '\t', '\n', '"', '\'', ';', '|', '&', ')', '<', '>', '`',
+    ];
+    let mut out = String::with_capacity(command.len() + 8);
+    let mut mapped = Vec::new();
+    let mut rest = command;
+    let mut prev: Option<char> = None;
+    while let Some(c) = rest.chars().next() {
+        let at_word = prev.is_none_or(|p| BOUNDARY.contains(&p));
+        if c == '/' && at_word {
+            let len = rest.find(END).unwrap_or(rest.len());
+            let word = &rest[..len];
+            let first = word[1..].split('/').next().unwrap_or("");
+            let host = std::path::Path::new("/").join(first);
+            if !first.is_empty()
+                && first != "."
+                && first != ".."
+                && std::fs::symlink_metadata(&host).is_err()
+                && std::fs::symlink_metadata(dir.join(first)).is_ok()
+            {
+                let local = format!(".{word}");
+                out.push_str(&local);
+                mapped.push((word.to_owned(), local));
+            } else {
+                out.push_str(word);
+            }
+            prev = word.chars().last();
+            rest = &rest[len..];
+            continue;
+        }
+        out.push(c);
+        prev = Some(c);
+        rest = &rest[c.len_utf8()..];
+    }
+    (out, mapped)
 }
 
 /// The file tools over `backend`, in Deep Agents' order: `ls`, `read_file`, `write_file`,
@@ -378,4 +645,46 @@ pub fn filesystem_tools(backend: SharedBackend) -> Vec<SharedTool> {
         tools.push(execute_tool(backend));
     }
     tools
+}
+
+#[cfg(test)]
+mod tests {
+    use super::map_virtual_paths;
+
+    #[test]
+    fn file_tool_paths_in_commands_map_onto_the_project() {
+        let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
+        std::fs::write(dir.path().join("hello_cairn_map.py"), "print(1)\n")
+            .unwrap_or_else(|e| panic!("{e}"));
+        std::fs::create_dir(dir.path().join("pkg_cairn_map")).unwrap_or_else(|e| panic!("{e}"));
+        let (cmd, mapped) = map_virtual_paths(
+            "python3 /hello_cairn_map.py && ls /pkg_cairn_map/x; cat /etc/hostname >/missing_cairn_map",
+            dir.path(),
+        );
+        assert_eq!(
+            cmd,
+            "python3 ./hello_cairn_map.py && ls ./pkg_cairn_map/x; cat /etc/hostname >/missing_cairn_map"
+        );
+        assert_eq!(mapped.len(), 2);
+        assert_eq!(
+            mapped[0],
+            ("/hello_cairn_map.py".into(), "./hello_cairn_map.py".into())
+        );
+        // Not at the start of a word: left alone.
+        let (cmd, mapped) = map_virtual_paths(
+            "curl http://x/hello_cairn_map.py a/hello_cairn_map.py",
+            dir.path(),
+        );
+        assert_eq!(cmd, "curl http://x/hello_cairn_map.py a/hello_cairn_map.py");
+        assert!(mapped.is_empty());
+        // Quoted and assigned paths map too.
+        let (cmd, _) = map_virtual_paths(
+            "F='/hello_cairn_map.py' python3 \"/hello_cairn_map.py\"",
+            dir.path(),
+        );
+        assert_eq!(
+            cmd,
+            "F='./hello_cairn_map.py' python3 \"./hello_cairn_map.py\""
+        );
+    }
 }

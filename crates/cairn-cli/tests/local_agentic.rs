@@ -1,0 +1,122 @@
+//! Three everyday tasks of `../shared/bench/agentic/run.py` run by the `cairn` binary on the real
+//! default model (Qwen2.5-Coder-1.5B-Instruct Q4_K_M), checked the way the suite checks them:
+//! the files on disk and the answer printed on stdout. A regression of the local harness (the
+//! answer action, `execute` in the project directory, the prompt layout) fails here.
+//!
+//! Skips with a `SKIPPED:` notice when the model is not cached (`scripts/fetch-model.sh
+//! default`); fails instead with `CAIRN_REQUIRE_MODELS=1` (set by CI). The tasks run one after
+//! the other in one test, so the machine's cores serve one model at a time; the second and
+//! third task reuse the prompt cache the first one wrote.
+
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+#![cfg(feature = "local")]
+
+use std::path::Path;
+use std::process::Command;
+use std::time::Instant;
+
+use cairn_local::KnownModel;
+
+/// One task: its files, its prompt, and the check of the outcome (directory, stdout).
+struct Task {
+    name: &'static str,
+    files: &'static [(&'static str, &'static str)],
+    prompt: &'static str,
+    check: fn(&Path, &str) -> bool,
+}
+
+fn python(dir: &Path, args: &[&str]) -> Option<std::process::Output> {
+    Command::new("python3")
+        .args(args)
+        .current_dir(dir)
+        .output()
+        .ok()
+}
+
+const TASKS: &[Task] = &[
+    Task {
+        name: "count-words",
+        files: &[(
+            "words.txt",
+            "w0 w1 w2 w3 w4 w5 w6 w7 w8 w9 w10 w11 w12 w13 w14 w15 w16 w17 w18 w19 w20 w21 w22 w23 w24 w25 w26 w27 w28 w29 w30 w31 w32 w33 w34 w35 w36 w37 w38 w39 w40 w41 w42 w43 w44 w45 w46 w47 w48 w49 w50 w51 w52 w53 w54 w55 w56\n",
+        )],
+        prompt: "How many words are in words.txt? Count them with a shell command and give me the number.",
+        check: |_, out| out.contains("57"),
+    },
+    Task {
+        name: "create-and-run",
+        files: &[("README.md", "# scratch\n")],
+        prompt: "Create sum.py that prints the sum of 17 and 25 computed by Python, run it with python3, and tell me what it printed.",
+        check: |dir, out| {
+            let ran = python(dir, &["sum.py"])
+                .is_some_and(|o| String::from_utf8_lossy(&o.stdout).trim() == "42");
+            let source = std::fs::read_to_string(dir.join("sum.py")).unwrap_or_default();
+            ran && out.contains("42") && !source.contains("42")
+        },
+    },
+    Task {
+        name: "flip-flag",
+        files: &[("settings.py", "NAME = 'demo'\nDEBUG = True\nWORKERS = 4\n")],
+        prompt: "Turn DEBUG off in settings.py.",
+        check: |dir, _| {
+            python(
+                dir,
+                &[
+                    "-c",
+                    "import settings as s; assert s.DEBUG is False and s.WORKERS == 4 and s.NAME == 'demo'",
+                ],
+            )
+            .is_some_and(|o| o.status.success())
+        },
+    },
+];
+
+#[test]
+fn the_default_model_finishes_three_everyday_tasks() {
+    if KnownModel::Default.find().is_none() {
+        assert!(
+            std::env::var_os("CAIRN_REQUIRE_MODELS").is_none(),
+            "CAIRN_REQUIRE_MODELS is set but the default model is missing"
+        );
+        eprintln!(
+            "SKIPPED: the default model is not at {} (run scripts/fetch-model.sh default)",
+            KnownModel::Default.path().display()
+        );
+        return;
+    }
+    let mut failed = Vec::new();
+    for task in TASKS {
+        let dir = tempfile::tempdir().unwrap();
+        let home = tempfile::tempdir().unwrap();
+        for (rel, body) in task.files {
+            std::fs::write(dir.path().join(rel), body).unwrap();
+        }
+        let t = Instant::now();
+        let out = Command::new(env!("CARGO_BIN_EXE_cairn"))
+            .args(["--model", "local:", "run", "--yes", task.prompt])
+            .current_dir(dir.path())
+            .env("HOME", home.path())
+            .env("CAIRN_MODEL_DIR", cairn_local::model_dir())
+            .env("CAIRN_DB", home.path().join("cairn.db"))
+            .env("NO_COLOR", "1")
+            .env_remove("OPENAI_API_KEY")
+            .env_remove("OPENAI_BASE_URL")
+            .env_remove("CAIRN_MODEL")
+            .stdin(std::process::Stdio::null())
+            .output()
+            .unwrap();
+        let stdout = String::from_utf8_lossy(&out.stdout);
+        let ok = out.status.success() && (task.check)(dir.path(), &stdout);
+        eprintln!(
+            "{}: {} in {:.1}s\n{stdout}{}",
+            task.name,
+            if ok { "passed" } else { "FAILED" },
+            t.elapsed().as_secs_f64(),
+            String::from_utf8_lossy(&out.stderr)
+        );
+        if !ok {
+            failed.push(task.name);
+        }
+    }
+    assert!(failed.is_empty(), "failed: {failed:?}");
+}

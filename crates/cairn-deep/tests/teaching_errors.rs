@@ -1,0 +1,158 @@
+//! Tool errors that teach the next step (issue #17): a missing path names files of the same name
+//! elsewhere or what the nearest directory holds; an `edit_file` whose `old_string` is absent
+//! shows the closest lines; an empty `old_string` shows the end of the file. Empty routes of a
+//! composite backend are not listed.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+mod common;
+
+use std::sync::Arc;
+
+use cairn_core::InMemoryStore;
+use cairn_deep::backend::{CompositeBackend, StateBackend, StoreBackend};
+use common::Tools;
+use serde_json::json;
+
+fn tools() -> Tools {
+    let composite = CompositeBackend::new(StateBackend::new()).route(
+        "/large_tool_results/",
+        StoreBackend::new().with_store(Arc::new(InMemoryStore::new())),
+    );
+    Tools::new(Arc::new(composite))
+}
+
+#[tokio::test]
+async fn not_found_names_the_file_of_that_name_or_the_nearest_directory() {
+    let t = tools();
+    t.ok(
+        "write_file",
+        json!({"file_path": "/utils.py", "content": "def sub(a, b):\n    return a + b\n"}),
+    )
+    .await;
+    t.ok(
+        "write_file",
+        json!({"file_path": "/src/app/main.py", "content": "x = 1\n"}),
+    )
+    .await;
+    assert_eq!(
+        t.err("read_file", json!({"file_path": "/path/to/utils.py"}))
+            .await,
+        "Error: /path/to/utils.py not found. Use ls or glob to find the right path. Did you mean /utils.py?"
+    );
+    assert_eq!(
+        t.err("read_file", json!({"file_path": "/src/app/nothere.py"}))
+            .await,
+        "Error: /src/app/nothere.py not found. Use ls or glob to find the right path. /src/app holds: /src/app/main.py"
+    );
+    let e = t.err("ls", json!({"path": "/nowhere/deeper"})).await;
+    assert!(e.ends_with("/ holds: /src/, /utils.py"), "{e}");
+}
+
+#[tokio::test]
+async fn a_failed_edit_shows_the_closest_lines() {
+    let t = tools();
+    t.ok(
+        "write_file",
+        json!({"file_path": "/utils.py", "content": "def sub(a, b):\n    return a + b\n\n\ndef neg(a):\n    return -a\n"}),
+    )
+    .await;
+    let e = t
+        .err(
+            "edit_file",
+            json!({"file_path": "/utils.py", "old_string": "return a+b", "new_string": "return a - b"}),
+        )
+        .await;
+    assert!(
+        e.ends_with("(number, tab, text):\n1\tdef sub(a, b):\n2\t    return a + b\n3\t"),
+        "{e}"
+    );
+    t.ok(
+        "write_file",
+        json!({"file_path": "/notes.txt", "content": "alpha\nbeta\n"}),
+    )
+    .await;
+    let e = t
+        .err(
+            "edit_file",
+            json!({"file_path": "/notes.txt", "old_string": "", "new_string": "gamma"}),
+        )
+        .await;
+    assert!(e.contains("To add text"), "{e}");
+    assert!(e.ends_with("1\talpha\n2\tbeta"), "{e}");
+}
+
+#[tokio::test]
+async fn an_empty_route_is_not_listed_until_it_holds_something() {
+    let t = tools();
+    t.ok(
+        "write_file",
+        json!({"file_path": "/a.py", "content": "x\n"}),
+    )
+    .await;
+    assert_eq!(t.ok("ls", json!({"path": "/"})).await, "/a.py");
+    t.ok(
+        "write_file",
+        json!({"file_path": "/large_tool_results/r1", "content": "big\n"}),
+    )
+    .await;
+    assert_eq!(
+        t.ok("ls", json!({"path": "/"})).await,
+        "/a.py\n/large_tool_results/"
+    );
+}
+
+#[tokio::test]
+async fn not_found_on_the_host_filesystem_names_the_file() {
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::write(dir.path().join("config.json"), "{}\n").unwrap();
+    let backend =
+        CompositeBackend::new(cairn_deep::backend::LocalShellBackend::new(dir.path()).unwrap())
+            .route("/large_tool_results/", StateBackend::new());
+    let t = Tools::new(Arc::new(backend));
+    assert_eq!(
+        t.err("read_file", json!({"file_path": "/proj-x1/config.json"}))
+            .await,
+        "Error: /proj-x1/config.json not found. Use ls or glob to find the right path. Did you mean /config.json?"
+    );
+}
+
+#[tokio::test]
+async fn the_overwriting_write_file_replaces_an_existing_file() {
+    let backend: cairn_deep::backend::SharedBackend = Arc::new(StateBackend::new());
+    let mut t = Tools::new(Arc::clone(&backend));
+    for tool in &mut t.tools {
+        if tool.spec().name == "write_file" {
+            *tool = cairn_deep::tools::overwriting_write_file_tool(Arc::clone(&backend));
+        }
+    }
+    assert_eq!(
+        t.ok(
+            "write_file",
+            json!({"file_path": "/notes.txt", "content": "alpha\n"})
+        )
+        .await,
+        "Created /notes.txt"
+    );
+    assert_eq!(
+        t.ok(
+            "write_file",
+            json!({"file_path": "/notes.txt", "content": "alpha\nbeta\n"})
+        )
+        .await,
+        "Overwrote /notes.txt"
+    );
+    assert_eq!(
+        t.ok("read_file", json!({"file_path": "/notes.txt"})).await,
+        "1\talpha\n2\tbeta"
+    );
+    // The plain tool still refuses.
+    let plain = Tools::new(backend);
+    plain.session.state().replace(t.session.state().snapshot());
+    let e = plain
+        .err(
+            "write_file",
+            json!({"file_path": "/notes.txt", "content": "x"}),
+        )
+        .await;
+    assert!(e.contains("already exists"), "{e}");
+}
