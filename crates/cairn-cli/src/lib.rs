@@ -16,8 +16,8 @@ pub mod profile;
 pub mod render;
 pub mod sandbox;
 pub mod secrets;
-pub mod threads;
 pub mod serve;
+pub mod threads;
 
 use std::process::ExitCode;
 use std::sync::OnceLock;
