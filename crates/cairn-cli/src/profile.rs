@@ -125,6 +125,13 @@ pub fn local_profile(n_ctx: usize) -> HarnessProfile {
         // Rewriting a small file whole is what the 1.5B model does (it called write_file on an
         // existing file to add a line or a JSON field); failing that cost the task.
         write_file_overwrites: true,
+        // The 1.5B model filled every optional grep parameter in: output_mode with
+        // files_with_matches (file names only), glob with "" (BENCHMARKS.md §8).
+        hidden_tool_parameters: [(
+            "grep".to_owned(),
+            ["glob".to_owned(), "output_mode".to_owned()].into(),
+        )]
+        .into(),
         // `grep` shows the matching lines unless asked otherwise: with only file names, the
         // 1.5B model repeated the same search instead of reading the file (BENCHMARKS.md §8).
         tool_argument_defaults: [(

@@ -48,6 +48,12 @@ pub struct HarnessProfile {
     /// ([`overwriting_write_file_tool`](crate::tools::overwriting_write_file_tool)).
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub write_file_overwrites: bool,
+    /// Optional parameters removed from a tool's schema, by tool name: the model neither sees
+    /// nor sends them, and the tool uses its default (or
+    /// [`tool_argument_defaults`](Self::tool_argument_defaults)). The 1.5B model filled in
+    /// every optional parameter, some with the wrong value.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub hidden_tool_parameters: BTreeMap<String, BTreeSet<String>>,
 }
 
 impl HarnessProfile {
@@ -76,6 +82,12 @@ impl HarnessProfile {
         }
         out.custom_prompt_last |= other.custom_prompt_last;
         out.write_file_overwrites |= other.write_file_overwrites;
+        for (tool, hidden) in &other.hidden_tool_parameters {
+            out.hidden_tool_parameters
+                .entry(tool.clone())
+                .or_default()
+                .extend(hidden.iter().cloned());
+        }
         for (tool, defaults) in &other.tool_argument_defaults {
             let mine = out.tool_argument_defaults.entry(tool.clone()).or_default();
             for (k, v) in defaults {
@@ -99,6 +111,28 @@ impl HarnessProfile {
                     None => t,
                 },
             )
+            .map(|t| match self.hidden_tool_parameters.get(&t.spec().name) {
+                Some(hidden) if !hidden.is_empty() => {
+                    let hidden = hidden.clone();
+                    std::sync::Arc::new(RespecTool::new(t, |s| {
+                        let mut schema = s.parameters.value().clone();
+                        if let Some(props) = schema
+                            .get_mut("properties")
+                            .and_then(serde_json::Value::as_object_mut)
+                        {
+                            props.retain(|k, _| !hidden.contains(k));
+                        }
+                        if let Some(req) = schema
+                            .get_mut("required")
+                            .and_then(serde_json::Value::as_array_mut)
+                        {
+                            req.retain(|k| k.as_str().is_none_or(|k| !hidden.contains(k)));
+                        }
+                        s.parameters = cairn_core::ToolParameters::new(schema);
+                    })) as SharedTool
+                }
+                _ => t,
+            })
             .map(|t| match self.tool_argument_defaults.get(&t.spec().name) {
                 Some(d) if !d.is_empty() => std::sync::Arc::new(DefaultArguments {
                     inner: t,

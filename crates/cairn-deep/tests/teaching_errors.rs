@@ -145,6 +145,14 @@ async fn the_overwriting_write_file_replaces_an_existing_file() {
         t.ok("read_file", json!({"file_path": "/notes.txt"})).await,
         "1\talpha\n2\tbeta"
     );
+    // A rewrite that drops most of the file is refused.
+    let e = t
+        .err(
+            "write_file",
+            json!({"file_path": "/notes.txt", "content": "gamma\n"}),
+        )
+        .await;
+    assert!(e.contains("would drop 2 of its 2 lines"), "{e}");
     // The plain tool still refuses.
     let plain = Tools::new(backend);
     plain.session.state().replace(t.session.state().snapshot());

@@ -91,6 +91,9 @@ fn answer_text(arguments: &str) -> String {
 /// tokens, generated tokens and `cached_input_tokens` (prompt tokens served from the KV cache).
 ///
 /// Errors: a prompt longer than the context window is a [`ChatErrorKind::ContextOverflow`].
+///
+/// Diagnostics: with the environment variable `CAIRN_LOCAL_TRACE` set, each turn prints its
+/// prompt tokens (and how many came from the KV cache), prefill and decode times to stderr.
 #[derive(Debug, Clone)]
 pub struct LocalClient {
     model: LocalModel,

@@ -309,6 +309,21 @@ async fn overwrite_file(
     if old == content {
         return Ok(());
     }
+    // A rewrite keeps most of the file: one that drops more than half of its lines is taken for
+    // a model that did not read the file (it wrote `{"license": "MIT"}` over a package.json).
+    let kept: std::collections::HashSet<&str> = content.lines().map(str::trim).collect();
+    let lines: Vec<&str> = old
+        .lines()
+        .map(str::trim)
+        .filter(|l| !l.is_empty())
+        .collect();
+    let dropped = lines.iter().filter(|l| !kept.contains(*l)).count();
+    if dropped * 2 > lines.len() {
+        return Err(crate::BackendError::Other(format!(
+            "{path} exists, and this text would drop {dropped} of its {} lines. Read it with read_file, then write all of it (or change part of it with edit_file)",
+            lines.len()
+        )));
+    }
     if old.is_empty() {
         backend.delete(rt, path).await?;
         return backend.write(rt, path, content).await;
