@@ -89,15 +89,19 @@ fn the_default_model_finishes_three_everyday_tasks() {
     }
     let mut failed = Vec::new();
     for task in TASKS {
-        let dir = tempfile::tempdir().unwrap();
+        // A fixed folder name: the prompt names the project's folder, and with a random one the
+        // greedy model's choices would change from run to run.
+        let tmp = tempfile::tempdir().unwrap();
+        let dir = tmp.path().join(task.name);
+        std::fs::create_dir(&dir).unwrap();
         let home = tempfile::tempdir().unwrap();
         for (rel, body) in task.files {
-            std::fs::write(dir.path().join(rel), body).unwrap();
+            std::fs::write(dir.join(rel), body).unwrap();
         }
         let t = Instant::now();
         let out = Command::new(env!("CARGO_BIN_EXE_cairn"))
             .args(["--model", "local:", "run", "--yes", task.prompt])
-            .current_dir(dir.path())
+            .current_dir(&dir)
             .env("HOME", home.path())
             .env("CAIRN_MODEL_DIR", cairn_local::model_dir())
             .env("CAIRN_DB", home.path().join("cairn.db"))
@@ -109,7 +113,7 @@ fn the_default_model_finishes_three_everyday_tasks() {
             .output()
             .unwrap();
         let stdout = String::from_utf8_lossy(&out.stdout);
-        let ok = out.status.success() && (task.check)(dir.path(), &stdout);
+        let ok = out.status.success() && (task.check)(&dir, &stdout);
         eprintln!(
             "{}: {} in {:.1}s\n{stdout}{}",
             task.name,

@@ -164,3 +164,38 @@ async fn the_overwriting_write_file_replaces_an_existing_file() {
         .await;
     assert!(e.contains("already exists"), "{e}");
 }
+
+#[tokio::test]
+async fn a_path_prefixed_with_the_project_folder_name_finds_the_file() {
+    let top = tempfile::tempdir().unwrap();
+    let dir = top.path().join("flip-flag");
+    std::fs::create_dir(&dir).unwrap();
+    std::fs::write(dir.join("settings.py"), "DEBUG = True\n").unwrap();
+    let t = Tools::new(Arc::new(
+        cairn_deep::backend::LocalShellBackend::new(&dir).unwrap(),
+    ));
+    assert_eq!(
+        t.ok("read_file", json!({"file_path": "/flip-flag/settings.py"}))
+            .await,
+        "1\tDEBUG = True"
+    );
+    assert_eq!(
+        t.ok(
+            "edit_file",
+            json!({"file_path": "/flip-flag/settings.py", "old_string": "True", "new_string": "False"})
+        )
+        .await,
+        "Replaced 1 occurrence in /settings.py"
+    );
+    assert_eq!(
+        t.ok("ls", json!({"path": "/flip-flag"})).await,
+        "/settings.py"
+    );
+    // A real folder of that name wins.
+    std::fs::create_dir(dir.join("flip-flag")).unwrap();
+    std::fs::write(dir.join("flip-flag/inner.txt"), "x\n").unwrap();
+    assert_eq!(
+        t.ok("ls", json!({"path": "/flip-flag"})).await,
+        "/flip-flag/inner.txt"
+    );
+}

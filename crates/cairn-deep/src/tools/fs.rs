@@ -22,6 +22,37 @@ fn fail(e: crate::BackendError) -> ToolOutput {
     ToolOutput::error(e.to_model_message())
 }
 
+/// `path` with a leading `/<project folder name>` dropped, when the backend runs commands in a
+/// host folder of that name (its [`Executor::working_dir`](crate::backend::Executor::working_dir))
+/// and the project has no entry of that name: small models prefix paths with the project's name
+/// from the prompt (`/flip-flag/settings.py` for `/settings.py`). Other paths are unchanged.
+async fn strip_project_name(backend: &SharedBackend, rt: &BackendRuntime, path: String) -> String {
+    let Some(name) = backend
+        .as_executor()
+        .and_then(|x| x.working_dir())
+        .and_then(|d| d.file_name())
+        .map(|n| n.to_string_lossy().into_owned())
+    else {
+        return path;
+    };
+    let prefix = format!("/{name}");
+    let rest = match path.strip_prefix(&prefix) {
+        Some(r) if r.is_empty() || r.starts_with('/') => r.to_owned(),
+        _ => return path,
+    };
+    let exists = backend
+        .ls(rt, "/")
+        .await
+        .is_ok_and(|entries| entries.iter().any(|e| e.path == prefix));
+    if exists {
+        path
+    } else if rest.is_empty() {
+        "/".to_owned()
+    } else {
+        rest
+    }
+}
+
 /// Most paths a `not found` error suggests.
 const MAX_SUGGESTIONS: usize = 3;
 /// Most entries of a directory a `not found` error lists when nothing of the name exists.
@@ -202,6 +233,7 @@ pub fn ls_tool(backend: SharedBackend) -> SharedTool {
                     Err(e) => return fail(e),
                 };
                 let rt = rt(&ctx);
+                let path = strip_project_name(&backend, &rt, path).await;
                 match backend.ls(&rt, &path).await {
                     Ok(entries) => ToolOutput::text(format::render_ls(&path, &entries)),
                     Err(e) => fail_teaching(&backend, &rt, e, None).await,
@@ -238,7 +270,11 @@ pub fn read_file_tool(backend: SharedBackend) -> SharedTool {
                 let offset = a.offset.unwrap_or(0);
                 let limit = a.limit.unwrap_or(format::DEFAULT_READ_LIMIT);
                 let rt = rt(&ctx);
-                match backend.read(&rt, &a.file_path, offset, limit).await {
+                let file_path = match normalize(&a.file_path) {
+                    Ok(p) => strip_project_name(&backend, &rt, p).await,
+                    Err(_) => a.file_path.clone(),
+                };
+                match backend.read(&rt, &file_path, offset, limit).await {
                     Ok(text) => ToolOutput::text(text),
                     Err(e) => fail_teaching(&backend, &rt, e, None).await,
                 }
@@ -282,6 +318,7 @@ fn write_file_impl(backend: SharedBackend, overwrite: bool) -> SharedTool {
                     Err(e) => return fail(e),
                 };
                 let rt = rt(&ctx);
+                let path = strip_project_name(&backend, &rt, path).await;
                 match backend.write(&rt, &path, &a.content).await {
                     Ok(()) => ToolOutput::text(format!("Created {path}")),
                     Err(crate::BackendError::AlreadyExists(_)) if overwrite => {
@@ -361,6 +398,7 @@ pub fn edit_file_tool(backend: SharedBackend) -> SharedTool {
                 };
                 let all = a.replace_all.unwrap_or(false);
                 let rt = rt(&ctx);
+                let path = strip_project_name(&backend, &rt, path).await;
                 match backend
                     .edit(&rt, &path, &a.old_string, &a.new_string, all)
                     .await
@@ -398,6 +436,7 @@ pub fn delete_tool(backend: SharedBackend) -> SharedTool {
                     Err(e) => return fail(e),
                 };
                 let rt = rt(&ctx);
+                let path = strip_project_name(&backend, &rt, path).await;
                 match backend.delete(&rt, &path).await {
                     Ok(()) => ToolOutput::text(format!("Deleted {path}")),
                     Err(e) => fail_teaching(&backend, &rt, e, None).await,
@@ -467,15 +506,22 @@ pub fn grep_tool(backend: SharedBackend) -> SharedTool {
                     GrepOutput::Content => (GREP_MAX_MATCHES, None),
                     GrepOutput::Count => (GREP_MAX_COUNTED, None),
                 };
+                let rt = rt(&ctx);
+                let path = match a.path {
+                    Some(p) => match normalize(&p) {
+                        Ok(n) => Some(strip_project_name(&backend, &rt, n).await),
+                        Err(_) => Some(p),
+                    },
+                    None => None,
+                };
                 let query = GrepQuery {
                     pattern: a.pattern,
                     literal,
-                    path: a.path,
+                    path,
                     glob: a.glob,
                     max_matches: cap,
                     max_per_file: per_file,
                 };
-                let rt = rt(&ctx);
                 match backend.grep(&rt, &query).await {
                     Ok(r) if r.matches.is_empty() && literal && looks_like_regex(&query.pattern) => {
                         ToolOutput::text(format!(
