@@ -681,19 +681,7 @@ pub async fn run(cli: Cli, secrets: Secrets, scrub: ScrubReport) -> Result<u8> {
         };
         eprintln!("{}", err_style.dim(&note));
     }
-    // The sandbox and exec policy of the agent's commands: the flags over the user's config.
-    let home = std::env::var_os("HOME")
-        .filter(|h| !h.is_empty())
-        .map(PathBuf::from);
-    let safety = CommandSafety::resolve(
-        g.sandbox,
-        g.allow_net,
-        SafetyConfig::load(|k| std::env::var(k).ok())?,
-        home.as_deref(),
-    )?;
-    if let Some(warning) = safety.fallback_warning() {
-        eprintln!("{}", err_style.warn(&warning));
-    }
+    let safety = command_safety(g, &err_style)?;
     let model = load(&spec, g, &secrets).await?;
     if !g.json {
         eprintln!(
@@ -835,6 +823,24 @@ pub async fn run(cli: Cli, secrets: Secrets, scrub: ScrubReport) -> Result<u8> {
         return Ok(EXIT_ALL_REJECTED);
     }
     Ok(code)
+}
+
+/// The sandbox and exec policy of the agent's commands: the flags over the user's config;
+/// where commands cannot be sandboxed, says so once on stderr.
+pub fn command_safety(g: &crate::args::GlobalArgs, err_style: &Style) -> Result<CommandSafety> {
+    let home = std::env::var_os("HOME")
+        .filter(|h| !h.is_empty())
+        .map(PathBuf::from);
+    let safety = CommandSafety::resolve(
+        g.sandbox,
+        g.allow_net,
+        SafetyConfig::load(|k| std::env::var(k).ok())?,
+        home.as_deref(),
+    )?;
+    if let Some(warning) = safety.fallback_warning() {
+        eprintln!("{}", err_style.warn(&warning));
+    }
+    Ok(safety)
 }
 
 /// Reads one line from stdin; `None` at end of input.

@@ -8,11 +8,10 @@ use std::time::Duration;
 
 use anyhow::{Context as _, Result, bail};
 
-use crate::app::{AgentSetup, build_agent_with};
+use crate::app::{AgentSetup, build_agent_with, command_safety};
 use crate::args::{GlobalArgs, ServeArgs};
 use crate::model::{ModelSpec, load};
 use crate::render::{Style, sanitize};
-use crate::sandbox::{CommandSafety, SafetyConfig};
 use crate::secrets::Secrets;
 
 /// Runs the server until Ctrl-C or SIGTERM; returns the exit status.
@@ -45,18 +44,7 @@ pub async fn run(
         .unwrap_or_else(|| ModelSpec::default_from_env(|k| secrets.var(k)));
     let spec = ModelSpec::parse(&spec_text)?;
     // The sandbox and exec policy of the agent's commands, as for `cairn run`.
-    let home = std::env::var_os("HOME")
-        .filter(|h| !h.is_empty())
-        .map(PathBuf::from);
-    let safety = CommandSafety::resolve(
-        g.sandbox,
-        g.allow_net,
-        SafetyConfig::load(|k| std::env::var(k).ok())?,
-        home.as_deref(),
-    )?;
-    if let Some(warning) = safety.fallback_warning() {
-        eprintln!("{}", style.warn(&warning));
-    }
+    let safety = command_safety(g, &style)?;
     let model = load(&spec, g, secrets).await?;
     let setup = AgentSetup {
         root: root.clone(),
