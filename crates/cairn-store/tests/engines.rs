@@ -77,7 +77,7 @@ async fn sqlite_newer_format_is_refused() {
             err,
             OpenError::NewerFormat {
                 found: 3,
-                supported: 2
+                supported: cairn_store::FORMAT_VERSION
             }
         ),
         "{err:?}"
@@ -87,7 +87,7 @@ async fn sqlite_newer_format_is_refused() {
         CheckpointError::from(err),
         CheckpointError::NewerFormat {
             found: 3,
-            supported: 2
+            supported: cairn_store::FORMAT_VERSION
         }
     ));
 }
@@ -309,7 +309,7 @@ async fn postgres_newer_format_and_bad_password() {
             err,
             OpenError::NewerFormat {
                 found: 7,
-                supported: 1
+                supported: cairn_store::FORMAT_VERSION
             }
         ),
         "{err:?}"
