@@ -474,7 +474,7 @@ impl Output {
         if json {
             Output::Json(JsonRenderer)
         } else {
-            Output::Human(HumanRenderer::new(Style::for_stdout(), verbose))
+            Output::Human(HumanRenderer::new(Style::for_stderr(), verbose))
         }
     }
 }

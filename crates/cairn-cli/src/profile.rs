@@ -12,6 +12,7 @@ use cairn_deep::HarnessProfile;
 pub const LOCAL_BASE_PROMPT: &str = "You are a coding agent working in the user's project. \
 Use the tools to inspect, change and run things, one tool call at a time. \
 Do every step the user asks for (for example: write the file, then run it with execute). \
+To fix or change something, change the file with edit_file or write_file; never only describe the change. \
 Only when all steps are done, reply with a short summary and no tool call.";
 
 /// Tokens a tool result may occupy before the rest is offloaded.
@@ -127,6 +128,13 @@ pub fn local_profile(n_ctx: usize) -> HarnessProfile {
         write_file_overwrites: true,
         // The 1.5B model filled every optional grep parameter in: output_mode with
         // files_with_matches (file names only), glob with "" (BENCHMARKS.md §8).
+        // The files the request names are read for the model before its first turn: it edited
+        // guessed text, or answered in prose, without reading them (BENCHMARKS.md §8.1).
+        read_mentioned_files: true,
+        // Measured both ways (BENCHMARKS.md §8.1): without numbers the 1.5B model no longer
+        // copied them into append-line's text, but wrapped a rewrite in `<tool_response>` tags
+        // instead; 7 / 11 either way, so the reads stay as every other model sees them.
+        plain_file_reads: false,
         hidden_tool_parameters: [(
             "grep".to_owned(),
             ["glob".to_owned(), "output_mode".to_owned()].into(),

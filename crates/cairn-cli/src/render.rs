@@ -278,32 +278,66 @@ impl Tally {
     }
 }
 
+/// Where a piece of human output goes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Sink {
+    /// The main agent's text: the answer.
+    Out,
+    /// Everything else: tool calls and results, the todo list, subagents, notes, the summary.
+    Err,
+}
+
 /// Prints updates for a person: streamed text, tool calls and results in short, the todo list,
 /// subagents indented.
+///
+/// The main agent's text goes to stdout and everything else (tool calls, results, subagents,
+/// notes, the closing summary) to stderr, so `cairn run "…" > answer.txt` or a script reading
+/// stdout gets the answer alone, while a terminal shows both in order (each update is flushed
+/// in sequence).
 #[derive(Debug)]
 pub struct HumanRenderer {
+    /// The style of stderr, where the styled parts go.
     style: Style,
     verbose: bool,
-    at_line_start: bool,
+    /// The stream holding an unfinished line, if any.
+    open_line: Option<Sink>,
     namespace: Vec<String>,
     pending: BTreeMap<(Vec<String>, usize), PendingCall>,
     calls: HashMap<String, (String, String)>,
     source: Option<String>,
-    buf: String,
+    buf: Vec<(Sink, String)>,
 }
 
 impl HumanRenderer {
-    /// A renderer writing to stdout.
+    /// A renderer writing the answer to stdout and the rest to stderr, styled with `style`
+    /// (see [`Style::for_stderr`]).
     pub fn new(style: Style, verbose: bool) -> Self {
         HumanRenderer {
             style,
             verbose,
-            at_line_start: true,
+            open_line: None,
             namespace: Vec::new(),
             pending: BTreeMap::new(),
             calls: HashMap::new(),
             source: None,
-            buf: String::new(),
+            buf: Vec::new(),
+        }
+    }
+
+    fn push(&mut self, sink: Sink, text: &str) {
+        match self.buf.last_mut() {
+            Some((s, b)) if *s == sink => b.push_str(text),
+            _ => self.buf.push((sink, text.to_owned())),
+        }
+    }
+
+    /// Where model text goes: the main agent's own text is the answer; a subagent's, or a
+    /// middleware's model call's (e.g. summarization, shown with `--verbose`), is activity.
+    fn text_sink(&self) -> Sink {
+        if self.namespace.is_empty() && self.source.is_none() {
+            Sink::Out
+        } else {
+            Sink::Err
         }
     }
 
@@ -317,35 +351,36 @@ impl HumanRenderer {
     }
 
     fn newline_if_needed(&mut self) {
-        if !self.at_line_start {
-            self.buf.push('\n');
-            self.at_line_start = true;
+        if let Some(sink) = self.open_line.take() {
+            self.push(sink, "\n");
         }
     }
 
+    /// A line of activity (stderr).
     fn line(&mut self, text: &str) {
         self.newline_if_needed();
-        let indent = self.indent();
-        self.buf.push_str(&indent);
-        self.buf.push_str(text);
-        self.buf.push('\n');
+        let line = format!("{}{text}\n", self.indent());
+        self.push(Sink::Err, &line);
     }
 
-    fn text(&mut self, text: &str) {
+    fn text(&mut self, sink: Sink, text: &str) {
+        if self.open_line.is_some_and(|s| s != sink) {
+            self.newline_if_needed();
+        }
         for (i, piece) in text.split('\n').enumerate() {
             if i > 0 {
-                self.buf.push('\n');
-                self.at_line_start = true;
+                self.push(sink, "\n");
+                self.open_line = None;
             }
             if piece.is_empty() {
                 continue;
             }
-            if self.at_line_start {
+            if self.open_line.is_none() {
                 let indent = self.indent();
-                self.buf.push_str(&indent);
-                self.at_line_start = false;
+                self.push(sink, &indent);
+                self.open_line = Some(sink);
             }
-            self.buf.push_str(piece);
+            self.push(sink, piece);
         }
     }
 
@@ -370,8 +405,8 @@ impl HumanRenderer {
                 )
             );
             let head = self.style.dim(&head);
-            self.buf.push_str(&head);
-            self.buf.push('\n');
+            self.push(Sink::Err, &head);
+            self.push(Sink::Err, "\n");
         }
     }
 
@@ -427,10 +462,12 @@ impl HumanRenderer {
             _ => return,
         };
         match event {
-            UpdateEvent::TextDelta { text } => self.text(&sanitize(&expand_tabs(text))),
+            UpdateEvent::TextDelta { text } => {
+                self.text(self.text_sink(), &sanitize(&expand_tabs(text)));
+            }
             UpdateEvent::ReasoningDelta { text } if self.verbose => {
                 let t = self.style.dim(&sanitize(&expand_tabs(text)));
-                self.text(&t);
+                self.text(Sink::Err, &t);
             }
             UpdateEvent::ToolCallStart {
                 index,
@@ -487,7 +524,7 @@ impl HumanRenderer {
             let t = m.text();
             if !t.is_empty() {
                 self.newline_if_needed();
-                self.text(&sanitize(&expand_tabs(&t)));
+                self.text(self.text_sink(), &sanitize(&expand_tabs(&t)));
                 self.newline_if_needed();
             }
         } else if self.verbose {
@@ -502,8 +539,8 @@ impl HumanRenderer {
         self.namespace.clear();
         self.newline_if_needed();
         let line = self.style.ok(&format!("✓ {}", summary.line()));
-        self.buf.push_str(&line);
-        self.buf.push('\n');
+        self.push(Sink::Err, &line);
+        self.push(Sink::Err, "\n");
         self.flush();
     }
 
@@ -513,15 +550,20 @@ impl HumanRenderer {
         self.flush();
     }
 
-    /// Writes what is buffered to stdout.
+    /// Writes what is buffered, in order, each piece to its stream.
     pub fn flush(&mut self) {
-        if self.buf.is_empty() {
-            return;
+        for (sink, text) in self.buf.drain(..) {
+            let _ = match sink {
+                Sink::Out => {
+                    let mut out = std::io::stdout().lock();
+                    out.write_all(text.as_bytes()).and_then(|()| out.flush())
+                }
+                Sink::Err => {
+                    let mut err = std::io::stderr().lock();
+                    err.write_all(text.as_bytes()).and_then(|()| err.flush())
+                }
+            };
         }
-        let mut out = std::io::stdout().lock();
-        let _ = out.write_all(self.buf.as_bytes());
-        let _ = out.flush();
-        self.buf.clear();
     }
 }
 

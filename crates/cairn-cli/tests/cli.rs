@@ -65,9 +65,13 @@ fn run_writes_the_file_and_shows_the_call_and_summary() {
         ])
         .assert()
         .success()
-        .stdout(predicate::str::contains("→ write_file /hello.py (1 line)"))
+        // The answer on stdout alone; the activity and the summary on stderr.
         .stdout(predicate::str::contains("Created hello.py"))
-        .stdout(
+        .stdout(predicate::str::contains("→").not())
+        .stdout(predicate::str::contains("✓").not())
+        .stderr(predicate::str::contains("→ write_file /hello.py (1 line)"))
+        .stderr(predicate::str::contains("Created hello.py").not())
+        .stderr(
             predicate::str::is_match(
                 r"✓ 2 steps · 1 tool call · tokens 240 in / 60 out · \d+\.\d s",
             )
@@ -180,7 +184,7 @@ fn execute_runs_in_the_root_directory() {
         .args(["run", "--yes", "-m", "openai:fake", "run a command"])
         .assert()
         .success()
-        .stdout(predicate::str::contains(
+        .stderr(predicate::str::contains(
             "→ execute $ echo hi > out.txt && pwd",
         ));
     assert_eq!(
@@ -210,9 +214,10 @@ fn todos_render_as_a_checklist() {
         .args(["run", "-y", "-m", "openai:fake", "plan"])
         .assert()
         .success()
-        .stdout(predicate::str::contains("[x] write hello.py"))
-        .stdout(predicate::str::contains("[~] run it"))
-        .stdout(predicate::str::contains("[ ] report"));
+        .stderr(predicate::str::contains("[x] write hello.py"))
+        .stderr(predicate::str::contains("[~] run it"))
+        .stderr(predicate::str::contains("[ ] report"))
+        .stdout(predicate::str::diff("Planned.\n"));
 }
 
 #[test]
@@ -367,14 +372,15 @@ fn subagent_activity_is_indented() {
         .args(["run", "-y", "-m", "openai:fake", "delegate"])
         .assert()
         .success()
-        .stdout(predicate::str::contains(
+        .stderr(predicate::str::contains(
             "→ task general-purpose: SUBTASK: list the files",
         ))
-        .stdout(predicate::str::contains("  ┌ subagent"))
-        .stdout(predicate::str::contains("  │ → ls /"))
-        .stdout(predicate::str::contains("  │ sub report: listed"))
-        .stdout(predicate::str::contains("Main done."))
-        .stdout(predicate::str::contains("4 steps · 2 tool calls"));
+        .stderr(predicate::str::contains("  ┌ subagent"))
+        .stderr(predicate::str::contains("  │ → ls /"))
+        .stderr(predicate::str::contains("  │ sub report: listed"))
+        .stderr(predicate::str::contains("4 steps · 2 tool calls"))
+        // Only the main agent's answer is on stdout.
+        .stdout(predicate::str::diff("Main done.\n"));
 }
 
 /// Issue #15 item 6: the system prompt says where the agent works (directory, git branch and

@@ -100,6 +100,7 @@ fn the_key_and_url_credentials_are_redacted_from_what_cairn_prints() {
         let stderr = String::from_utf8_lossy(&out.stderr);
         assert!(out.status.success(), "{stderr}");
         assert!(!stdout.contains(KEY), "{stdout}");
+        assert!(!stderr.contains(KEY), "{stderr}");
         assert!(!stdout.contains("hunter22"), "{stdout}");
         assert!(stdout.contains("[redacted]"), "{stdout}");
         assert!(stdout.contains("http://***@example.com/x"), "{stdout}");

@@ -20,7 +20,8 @@ use std::sync::Arc;
 
 use cairn_core::{
     Agent, AgentContext, AgentSession, AnyMiddleware, BoxFuture, ChatContext, ChatOptions,
-    Extensions, IntoMiddleware, IntoTool, LoopConfig, Middleware, Next, SharedStore, SharedTool,
+    Extensions, IntoMiddleware, IntoTool, LoopConfig, Middleware, Next, Role, SharedStore,
+    SharedTool,
 };
 
 use crate::approval::{ApprovalHandler, InterruptOn};
@@ -394,6 +395,13 @@ impl DeepAgentBuilder {
                 }
             }
         }
+        if self.profile.plain_file_reads {
+            for t in &mut tools {
+                if t.spec().name == "read_file" {
+                    *t = crate::tools::plain_read_file_tool(Arc::clone(&backend));
+                }
+            }
+        }
         let execute = backend.can_execute();
 
         let task = self.task_tool(&model, &backend)?;
@@ -429,6 +437,9 @@ impl DeepAgentBuilder {
             home: self.home.clone(),
             skills: self.skills.clone(),
             sections,
+            read_mentioned: (self.profile.read_mentioned_files
+                && !self.profile.excluded_tools.contains("read_file"))
+            .then_some(self.profile.plain_file_reads),
         }));
 
         let mut options = self.options.clone();
@@ -588,6 +599,9 @@ struct SetupInner {
     home: Option<std::path::PathBuf>,
     skills: Vec<String>,
     sections: PromptSections,
+    /// [`HarnessProfile::read_mentioned_files`]: `Some(plain)` when on, `plain` being
+    /// [`HarnessProfile::plain_file_reads`].
+    read_mentioned: Option<bool>,
 }
 
 impl SetupInner {
@@ -662,6 +676,16 @@ impl SetupInner {
             sections.skills = Some(render_skills(&self.skills, &catalog));
         }
         ctx.extensions.insert(HarnessPrompt(sections.render()));
+        if let Some(plain) = self.read_mentioned
+            && let Some(last) = ctx.messages.last()
+            && last.role == Role::User
+            && last.function_results().next().is_none()
+        {
+            let request = last.text();
+            let read =
+                crate::mentions::read_mentioned(self.backend.as_ref(), &rt, &request, plain).await;
+            ctx.messages.extend(read);
+        }
         Ok(())
     }
 }

@@ -17,6 +17,32 @@ pub const MAX_GREP_LINE_CHARS: usize = 500;
 /// Most paths `ls` and `glob` print.
 pub const MAX_LISTED_PATHS: usize = 500;
 
+/// A page of [`render_page`] without its line numbers: each numbered row's text (a long line's
+/// continuation rows become lines of their own), the bracketed notes unchanged.
+///
+/// ```
+/// use cairn_deep::format::{render_page, without_line_numbers};
+/// let page = render_page("/a.txt", "one\n\tx = 2\nthree\n", 0, 2).unwrap();
+/// assert_eq!(without_line_numbers(&page), "one\n\tx = 2\n[lines 1-2 of 3; continue with offset=2]");
+/// ```
+pub fn without_line_numbers(page: &str) -> String {
+    page.lines()
+        .map(|row| match row.split_once('\t') {
+            Some((label, text))
+                if !label.trim().is_empty()
+                    && label
+                        .trim_start()
+                        .chars()
+                        .all(|c| c.is_ascii_digit() || c == '.') =>
+            {
+                text
+            }
+            _ => row,
+        })
+        .collect::<Vec<_>>()
+        .join("\n")
+}
+
 /// Renders lines `offset..offset+limit` (0-based) of `content` with right-aligned line
 /// numbers, a tab, then the line. Lines over [`MAX_LINE_CHARS`] continue on rows `N.1`, `N.2`
 /// (they do not count against `limit`). When lines remain, a last line says where to continue.

@@ -36,6 +36,7 @@ pub mod compression;
 pub mod error;
 pub mod format;
 pub mod memory;
+pub mod mentions;
 pub mod model;
 pub mod path;
 pub mod profile;

@@ -54,6 +54,17 @@ pub struct HarnessProfile {
     /// every optional parameter, some with the wrong value.
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     pub hidden_tool_parameters: BTreeMap<String, BTreeSet<String>>,
+    /// Before the model's first turn on a request, small files the request names
+    /// (`utils.py is wrong: …`) are read for it: the run's input gets a `read_file` call of each
+    /// and its result (see [`crate::mentions`]). The 1.5B model edited guessed text or answered
+    /// in prose when it had not read the file.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub read_mentioned_files: bool,
+    /// `read_file` shows a file's text without line numbers
+    /// ([`plain_read_file_tool`](crate::tools::plain_read_file_tool)): the 1.5B model copied
+    /// the numbers into the text it wrote back.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub plain_file_reads: bool,
 }
 
 impl HarnessProfile {
@@ -82,6 +93,8 @@ impl HarnessProfile {
         }
         out.custom_prompt_last |= other.custom_prompt_last;
         out.write_file_overwrites |= other.write_file_overwrites;
+        out.read_mentioned_files |= other.read_mentioned_files;
+        out.plain_file_reads |= other.plain_file_reads;
         for (tool, hidden) in &other.hidden_tool_parameters {
             out.hidden_tool_parameters
                 .entry(tool.clone())

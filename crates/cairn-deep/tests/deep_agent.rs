@@ -751,3 +751,66 @@ async fn two_runs_without_a_session_do_not_share_files() {
         "run notes"
     );
 }
+
+#[tokio::test]
+async fn with_the_profile_the_files_a_request_names_are_read_before_the_first_turn() {
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::write(
+        dir.path().join("utils.py"),
+        "def sub(a, b):\n    return a + b\n",
+    )
+    .unwrap();
+    std::fs::write(dir.path().join("big.txt"), "x\n".repeat(5_000)).unwrap();
+    std::fs::create_dir(dir.path().join("src")).unwrap();
+    let request = "utils.py is wrong (see also big.txt, missing.py and src/): fix it.";
+    let run = |read_mentioned_files: bool| {
+        let client = ScriptedClient::from_responses([ChatResponse::text("fixed")]);
+        let agent = DeepAgent::builder()
+            .client(client.clone())
+            .backend(Arc::new(FilesystemBackend::new(dir.path()).unwrap()))
+            .profile(HarnessProfile {
+                read_mentioned_files,
+                ..Default::default()
+            })
+            .build()
+            .unwrap();
+        async move {
+            let session = AgentSession::new();
+            agent.run(request).session(&session).await.unwrap();
+            (client.requests()[0].messages.clone(), session)
+        }
+    };
+
+    let (sent, _) = run(false).await;
+    assert_eq!(sent.len(), 1, "off by default: only the request");
+
+    let (sent, session) = run(true).await;
+    // The request, one assistant turn that reads the small existing file, and its result; the
+    // large file, the missing one and the directory are left to the model.
+    assert_eq!(sent.len(), 3, "{sent:#?}");
+    assert_eq!(sent[0].text(), request);
+    let calls: Vec<_> = sent[1].function_calls().collect();
+    assert_eq!(sent[1].role, Role::Assistant);
+    assert_eq!(calls.len(), 1);
+    assert_eq!(calls[0].name, "read_file");
+    assert_eq!(
+        serde_json::from_str::<serde_json::Value>(&calls[0].arguments).unwrap(),
+        json!({"file_path": "/utils.py"})
+    );
+    let read = results(&sent)[0];
+    assert_eq!(read.call_id, calls[0].call_id);
+    assert_eq!(read.text(), "1\tdef sub(a, b):\n2\t    return a + b");
+    assert!(!read.is_error);
+    assert_eq!(
+        sent[1].source.as_deref(),
+        Some(cairn_deep::mentions::MENTIONS_SOURCE)
+    );
+    // The thread keeps them, like any call the model made.
+    let history = session.messages();
+    assert!(
+        history
+            .iter()
+            .any(|m| m.function_calls().any(|c| c.name == "read_file")),
+        "{history:#?}"
+    );
+}

@@ -152,7 +152,70 @@ async fn the_overwriting_write_file_replaces_an_existing_file() {
             json!({"file_path": "/notes.txt", "content": "gamma\n"}),
         )
         .await;
-    assert!(e.contains("would drop 2 of its 2 lines"), "{e}");
+    assert!(e.contains("would drop 2 of its 2 words"), "{e}");
+    // It shows what the file holds, to be written whole with the change.
+    assert!(
+        e.contains("It holds now:\nalpha\nbeta\nWrite all of it"),
+        "{e}"
+    );
+    // A JSON file written on one line with a field added keeps its words.
+    t.ok(
+        "write_file",
+        json!({"file_path": "/p.json", "content": "{\n  \"name\": \"web\",\n  \"private\": true\n}\n"}),
+    )
+    .await;
+    // The same words on one line are written, and said to change nothing but the layout.
+    assert!(
+        t.ok(
+            "write_file",
+            json!({"file_path": "/p.json", "content": "{\"name\": \"web\", \"private\": true}"}),
+        )
+        .await
+        .ends_with("only spacing or layout changed: no word was added or removed")
+    );
+    assert_eq!(
+        t.ok(
+            "write_file",
+            json!({"file_path": "/p.json", "content": "{\"name\": \"web\", \"private\": true, \"license\": \"MIT\"}"}),
+        )
+        .await,
+        "Overwrote /p.json"
+    );
+    let e = t
+        .err(
+            "write_file",
+            json!({"file_path": "/p.json", "content": "{\"license\": \"MIT\"}"}),
+        )
+        .await;
+    assert!(e.contains("would drop 4 of its 6 words"), "{e}");
+    // Words count, not lines: the same text on one line keeps them, and the new word is in.
+    assert_eq!(
+        t.ok(
+            "write_file",
+            json!({"file_path": "/notes.txt", "content": "alpha beta gamma"})
+        )
+        .await,
+        "Overwrote /notes.txt"
+    );
+    // Writing the same text back changes nothing, and says so.
+    let e = t
+        .err(
+            "write_file",
+            json!({"file_path": "/notes.txt", "content": "alpha beta gamma\n"}),
+        )
+        .await;
+    assert!(
+        e.contains("already holds exactly this text; nothing changed"),
+        "{e}"
+    );
+    // So does an edit whose new text is the old one.
+    let e = t
+        .err(
+            "edit_file",
+            json!({"file_path": "/notes.txt", "old_string": "beta", "new_string": "beta"}),
+        )
+        .await;
+    assert!(e.contains("would change nothing"), "{e}");
     // The plain tool still refuses.
     let plain = Tools::new(backend);
     plain.session.state().replace(t.session.state().snapshot());

@@ -261,6 +261,17 @@ struct ReadArgs {
 
 /// `read_file`: numbered lines of a text file, paged with offset/limit.
 pub fn read_file_tool(backend: SharedBackend) -> SharedTool {
+    read_file_impl(backend, false)
+}
+
+/// `read_file` that shows the text without line numbers (the paging note stays), for models
+/// that copy the numbers into the text they write: the embedded model's profile
+/// ([`HarnessProfile::plain_file_reads`](crate::HarnessProfile::plain_file_reads)).
+pub fn plain_read_file_tool(backend: SharedBackend) -> SharedTool {
+    read_file_impl(backend, true)
+}
+
+fn read_file_impl(backend: SharedBackend, plain: bool) -> SharedTool {
     Builtin::new(
         "read_file",
         "Read a text file as numbered lines (number, tab, text); lines over 2000 chars continue as N.1, N.2. If more remain, the last row gives the offset to continue from.",
@@ -275,6 +286,7 @@ pub fn read_file_tool(backend: SharedBackend) -> SharedTool {
                     Err(_) => a.file_path.clone(),
                 };
                 match backend.read(&rt, &file_path, offset, limit).await {
+                    Ok(text) if plain => ToolOutput::text(crate::format::without_line_numbers(&text)),
                     Ok(text) => ToolOutput::text(text),
                     Err(e) => fail_teaching(&backend, &rt, e, None).await,
                 }
@@ -323,7 +335,17 @@ fn write_file_impl(backend: SharedBackend, overwrite: bool) -> SharedTool {
                     Ok(()) => ToolOutput::text(format!("Created {path}")),
                     Err(crate::BackendError::AlreadyExists(_)) if overwrite => {
                         match overwrite_file(&backend, &rt, &path, &a.content).await {
-                            Ok(()) => ToolOutput::text(format!("Overwrote {path}")),
+                            Ok(Rewrite::Changed) => ToolOutput::text(format!("Overwrote {path}")),
+                            // The 1.5B model rewrote package.json on one line without the field
+                            // it was asked to add, and took "Overwrote" for done.
+                            Ok(Rewrite::SameWords) => ToolOutput::text(format!(
+                                "Overwrote {path}, but only spacing or layout changed: no word was added or removed"
+                            )),
+                            // Said as an error: the 1.5B model wrote the same text back and
+                            // took "Overwrote" for a fix.
+                            Ok(Rewrite::Same) => ToolOutput::error(format!(
+                                "Error: {path} already holds exactly this text; nothing changed"
+                            )),
                             Err(e) => fail(e),
                         }
                     }
@@ -335,40 +357,87 @@ fn write_file_impl(backend: SharedBackend, overwrite: bool) -> SharedTool {
     .shared()
 }
 
+/// The largest file a refused overwrite shows in its error.
+const OVERWRITE_SHOW_MAX_BYTES: usize = 2_000;
+
+/// The words of a text (runs of letters, digits and `_`) and how often each occurs.
+fn word_counts(text: &str) -> std::collections::HashMap<&str, usize> {
+    let mut counts = std::collections::HashMap::new();
+    for w in text
+        .split(|c: char| !(c.is_alphanumeric() || c == '_'))
+        .filter(|w| !w.is_empty())
+    {
+        *counts.entry(w).or_insert(0) += 1;
+    }
+    counts
+}
+
+/// How many of `old`'s words `new` leaves out, and how many words `old` has (counting repeats).
+fn words_dropped(old: &str, new: &str) -> (usize, usize) {
+    let kept = word_counts(new);
+    let mut total = 0;
+    let mut dropped = 0;
+    for (w, n) in word_counts(old) {
+        total += n;
+        dropped += n.saturating_sub(kept.get(w).copied().unwrap_or(0));
+    }
+    (dropped, total)
+}
+
+/// What an overwrite did.
+enum Rewrite {
+    /// The file already held the text (nothing written).
+    Same,
+    /// Written, with the same words as before (only spacing or layout differ).
+    SameWords,
+    /// Written.
+    Changed,
+}
+
 /// Replaces the whole text of the existing file `path`.
 async fn overwrite_file(
     backend: &SharedBackend,
     rt: &BackendRuntime,
     path: &str,
     content: &str,
-) -> Result<(), crate::BackendError> {
+) -> Result<Rewrite, crate::BackendError> {
     let old = backend.read_text(rt, path).await?;
-    if old == content {
-        return Ok(());
+    if old.trim_end() == content.trim_end() {
+        return Ok(Rewrite::Same);
     }
-    // A rewrite keeps most of the file: one that drops more than half of its lines is taken for
+    let outcome = if word_counts(&old) == word_counts(content) {
+        Rewrite::SameWords
+    } else {
+        Rewrite::Changed
+    };
+    // A rewrite keeps most of the file: one that drops more than half of its words is taken for
     // a model that did not read the file (it wrote `{"license": "MIT"}` over a package.json).
-    let kept: std::collections::HashSet<&str> = content.lines().map(str::trim).collect();
-    let lines: Vec<&str> = old
-        .lines()
-        .map(str::trim)
-        .filter(|l| !l.is_empty())
-        .collect();
-    let dropped = lines.iter().filter(|l| !kept.contains(*l)).count();
-    if dropped * 2 > lines.len() {
+    // Words, not lines: the same JSON written on one line keeps every word.
+    let (dropped, total) = words_dropped(&old, content);
+    if dropped * 2 > total {
+        // A small file is shown as it is, so the next call can write it whole with the change
+        // (the 1.5B model otherwise spent its remaining steps reading it back, or gave up).
+        let shown = if old.len() <= OVERWRITE_SHOW_MAX_BYTES {
+            format!(
+                ". It holds now:\n{}\nWrite all of it with your change included (or change part of it with edit_file)",
+                old.trim_end()
+            )
+        } else {
+            ". Read it with read_file, then write all of it (or change part of it with edit_file)"
+                .to_owned()
+        };
         return Err(crate::BackendError::Other(format!(
-            "{path} exists, and this text would drop {dropped} of its {} lines. Read it with read_file, then write all of it (or change part of it with edit_file)",
-            lines.len()
+            "{path} exists, and this text would drop {dropped} of its {total} words{shown}"
         )));
     }
     if old.is_empty() {
         backend.delete(rt, path).await?;
-        return backend.write(rt, path, content).await;
+        return backend.write(rt, path, content).await.map(|()| outcome);
     }
     backend
         .edit(rt, path, &old, content, false)
         .await
-        .map(|_| ())
+        .map(|_| outcome)
 }
 
 #[derive(Deserialize, JsonSchema)]
@@ -397,6 +466,11 @@ pub fn edit_file_tool(backend: SharedBackend) -> SharedTool {
                     Err(e) => return fail(e),
                 };
                 let all = a.replace_all.unwrap_or(false);
+                if !a.old_string.is_empty() && a.old_string == a.new_string {
+                    return ToolOutput::error(
+                        "Error: old_string and new_string are the same, so the edit would change nothing. Put the changed text in new_string.",
+                    );
+                }
                 let rt = rt(&ctx);
                 let path = strip_project_name(&backend, &rt, path).await;
                 match backend
