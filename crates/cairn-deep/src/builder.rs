@@ -388,18 +388,15 @@ impl DeepAgentBuilder {
 
         let mut tools: Vec<SharedTool> = vec![Arc::new(todo_tool())];
         tools.extend(filesystem_tools(Arc::clone(&backend)));
-        if self.profile.write_file_overwrites {
-            for t in &mut tools {
-                if t.spec().name == "write_file" {
+        for t in &mut tools {
+            match t.spec().name.as_str() {
+                "write_file" if self.profile.write_file_overwrites => {
                     *t = crate::tools::overwriting_write_file_tool(Arc::clone(&backend));
                 }
-            }
-        }
-        if self.profile.plain_file_reads {
-            for t in &mut tools {
-                if t.spec().name == "read_file" {
+                "read_file" if self.profile.plain_file_reads => {
                     *t = crate::tools::plain_read_file_tool(Arc::clone(&backend));
                 }
+                _ => {}
             }
         }
         let execute = backend.can_execute();

@@ -372,14 +372,17 @@ fn word_counts(text: &str) -> std::collections::HashMap<&str, usize> {
     counts
 }
 
-/// How many of `old`'s words `new` leaves out, and how many words `old` has (counting repeats).
-fn words_dropped(old: &str, new: &str) -> (usize, usize) {
-    let kept = word_counts(new);
+/// How many of the `old` words the `new` ones leave out, and how many `old` has (counting
+/// repeats); both are [`word_counts`].
+fn words_dropped(
+    old: &std::collections::HashMap<&str, usize>,
+    new: &std::collections::HashMap<&str, usize>,
+) -> (usize, usize) {
     let mut total = 0;
     let mut dropped = 0;
-    for (w, n) in word_counts(old) {
+    for (w, n) in old {
         total += n;
-        dropped += n.saturating_sub(kept.get(w).copied().unwrap_or(0));
+        dropped += n.saturating_sub(new.get(w).copied().unwrap_or(0));
     }
     (dropped, total)
 }
@@ -405,7 +408,8 @@ async fn overwrite_file(
     if old.trim_end() == content.trim_end() {
         return Ok(Rewrite::Same);
     }
-    let outcome = if word_counts(&old) == word_counts(content) {
+    let (old_words, new_words) = (word_counts(&old), word_counts(content));
+    let outcome = if old_words == new_words {
         Rewrite::SameWords
     } else {
         Rewrite::Changed
@@ -413,7 +417,7 @@ async fn overwrite_file(
     // A rewrite keeps most of the file: one that drops more than half of its words is taken for
     // a model that did not read the file (it wrote `{"license": "MIT"}` over a package.json).
     // Words, not lines: the same JSON written on one line keeps every word.
-    let (dropped, total) = words_dropped(&old, content);
+    let (dropped, total) = words_dropped(&old_words, &new_words);
     if dropped * 2 > total {
         // A small file is shown as it is, so the next call can write it whole with the change
         // (the 1.5B model otherwise spent its remaining steps reading it back, or gave up).
