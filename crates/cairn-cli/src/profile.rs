@@ -18,6 +18,14 @@ Only when all steps are done, reply with a short summary and no tool call.";
 /// Tokens a tool result may occupy before the rest is offloaded.
 pub const LOCAL_MAX_TOOL_RESULT_TOKENS: usize = 500;
 
+/// Project files listed in the system prompt ([`crate::app::project_files`]); about five
+/// tokens each.
+pub const LOCAL_LISTED_FILES: usize = 40;
+
+/// Extra samples of a turn that repeats a failed call or the previous one
+/// (`cairn_local::LocalConfig::resample_repeats`).
+pub const LOCAL_RESAMPLE_REPEATS: u32 = 2;
+
 /// Tokens per reply.
 pub const LOCAL_MAX_REPLY_TOKENS: u32 = 256;
 
@@ -42,9 +50,13 @@ pub const LOCAL_TOOL_DESCRIPTIONS: &[(&str, &str)] = &[
     ),
     (
         "edit_file",
-        "Replace old_string (exact text, without line numbers) with new_string in a file.",
+        "Replace old_string (exact text, without line numbers) with new_string in a file; an empty old_string adds new_string at the end.",
     ),
     ("delete", "Delete a file or directory."),
+    (
+        "glob",
+        "Find files by name pattern in the project and its subdirectories, e.g. **/*.py.",
+    ),
     (
         "grep",
         "Search file contents for exact text; shows the matching lines (regex true for a regular expression).",
@@ -71,6 +83,12 @@ pub fn configure_local(config: &mut cairn_local::LocalConfig, model: &std::path:
     config.answer_tool = true;
     config.tools_first = true;
     config.remind = !std::env::var("CAIRN_LOCAL_REMIND").is_ok_and(|v| v == "0");
+    // A repeated failing call is sampled again (BENCHMARKS.md §8.3); CAIRN_LOCAL_RESAMPLE=N
+    // sets the number of extra samples (0: off).
+    config.resample_repeats = std::env::var("CAIRN_LOCAL_RESAMPLE")
+        .ok()
+        .and_then(|v| v.trim().parse().ok())
+        .unwrap_or(LOCAL_RESAMPLE_REPEATS);
     if std::env::var("CAIRN_PROMPT_CACHE").is_ok_and(|v| v.trim() == "0") {
         config.prompt_cache = None;
     } else {
@@ -104,6 +122,11 @@ pub fn prompt_cache_path(model: &std::path::Path, n_ctx: u32) -> Option<std::pat
     )
 }
 
+/// An experiment switch's number (BENCHMARKS.md §8), if the variable is set to one.
+pub fn experiment(var: &str) -> Option<usize> {
+    std::env::var(var).ok().and_then(|v| v.trim().parse().ok())
+}
+
 /// The profile for the embedded model with a context window of `n_ctx` tokens.
 pub fn local_profile(n_ctx: usize) -> HarnessProfile {
     HarnessProfile {
@@ -115,6 +138,7 @@ pub fn local_profile(n_ctx: usize) -> HarnessProfile {
             .collect(),
         excluded_tools: LOCAL_EXCLUDED_TOOLS
             .iter()
+            .filter(|t| !(**t == "glob" && experiment("CAIRN_LOCAL_GLOB").is_some_and(|v| v == 1)))
             .map(|s| (*s).to_owned())
             .collect(),
         max_input_tokens: Some(n_ctx),
@@ -131,6 +155,9 @@ pub fn local_profile(n_ctx: usize) -> HarnessProfile {
         // The files the request names are read for the model before its first turn: it edited
         // guessed text, or answered in prose, without reading them (BENCHMARKS.md §8.1).
         read_mentioned_files: true,
+        // Asked to add a line, the 1.5B model called edit_file with an empty old_string first,
+        // then copied read_file's numbers into its retries (BENCHMARKS.md §8.3).
+        edit_empty_appends: true,
         // Measured both ways (BENCHMARKS.md §8.1): without numbers the 1.5B model no longer
         // copied them into append-line's text, but wrapped a rewrite in `<tool_response>` tags
         // instead; 7 / 11 either way, so the reads stay as every other model sees them.

@@ -396,6 +396,9 @@ impl DeepAgentBuilder {
                 "read_file" if self.profile.plain_file_reads => {
                     *t = crate::tools::plain_read_file_tool(Arc::clone(&backend));
                 }
+                "edit_file" if self.profile.edit_empty_appends => {
+                    *t = crate::tools::appending_edit_file_tool(Arc::clone(&backend));
+                }
                 _ => {}
             }
         }

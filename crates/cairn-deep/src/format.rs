@@ -43,6 +43,54 @@ pub fn without_line_numbers(page: &str) -> String {
         .join("\n")
 }
 
+/// `text` without the line numbers of a [`render_page`] page that a model copied into it, or
+/// `None` when it does not look copied from one.
+///
+/// It looks copied when its first line and at least two lines in all carry a `N<tab>` label
+/// (spaces before it allowed), and the labelled lines count up by one from the first; unlabelled
+/// lines (a line the model added after the copied ones) are kept as they are. Only the label is
+/// removed, so `1\talpha\n2\tbeta\ngamma` becomes `alpha\nbeta\ngamma`.
+///
+/// A text can have such labels of its own (a tab-separated table with a numbered first column):
+/// callers compare with the file's old text first (see the overwriting `write_file`).
+///
+/// ```
+/// use cairn_deep::format::strip_copied_line_numbers;
+/// assert_eq!(strip_copied_line_numbers("1\talpha\n2\tbeta\n3\tgamma\n").as_deref(), Some("alpha\nbeta\ngamma\n"));
+/// assert_eq!(strip_copied_line_numbers("alpha\n2\tbeta\n"), None);
+/// ```
+pub fn strip_copied_line_numbers(text: &str) -> Option<String> {
+    fn label(line: &str) -> Option<(u64, &str)> {
+        let (head, rest) = line.split_once('\t')?;
+        let n = head.trim_start_matches(' ');
+        if n.is_empty() || !n.bytes().all(|b| b.is_ascii_digit()) {
+            return None;
+        }
+        Some((n.parse().ok()?, rest))
+    }
+    let mut out = String::with_capacity(text.len());
+    let mut next: Option<u64> = None;
+    let mut labelled = 0usize;
+    for (i, line) in text.split_inclusive('\n').enumerate() {
+        let body = line.strip_suffix('\n').unwrap_or(line);
+        match label(body) {
+            Some((n, rest)) if next.is_none_or(|want| want == n) => {
+                next = Some(n + 1);
+                labelled += 1;
+                out.push_str(rest);
+                if line.ends_with('\n') {
+                    out.push('\n');
+                }
+            }
+            // A numbered line out of sequence: numbers of the text's own, not a copied page.
+            Some(_) => return None,
+            None if i == 0 => return None,
+            None => out.push_str(line),
+        }
+    }
+    (labelled >= 2).then_some(out)
+}
+
 /// Renders lines `offset..offset+limit` (0-based) of `content` with right-aligned line
 /// numbers, a tab, then the line. Lines over [`MAX_LINE_CHARS`] continue on rows `N.1`, `N.2`
 /// (they do not count against `limit`). When lines remain, a last line says where to continue.
@@ -327,6 +375,25 @@ pub fn render_grep(result: &GrepResult, mode: GrepOutput, cap: usize) -> String 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn copied_line_numbers_are_recognized_only_as_a_page_would_show_them() {
+        // Padded labels, as a page with ten or more lines shows them.
+        assert_eq!(
+            strip_copied_line_numbers(" 9\tl9\n10\tl10\n").as_deref(),
+            Some("l9\nl10\n")
+        );
+        // An added line without a label is kept.
+        assert_eq!(
+            strip_copied_line_numbers("1\talpha\n2\tbeta\ngamma").as_deref(),
+            Some("alpha\nbeta\ngamma")
+        );
+        // One labelled line is not enough; numbers out of sequence are the text's own.
+        assert_eq!(strip_copied_line_numbers("1\talpha\n"), None);
+        assert_eq!(strip_copied_line_numbers("1\ta\n3\tb\n"), None);
+        assert_eq!(strip_copied_line_numbers("x\ty\n1\ta\n2\tb\n"), None);
+        assert_eq!(strip_copied_line_numbers(""), None);
+    }
 
     #[test]
     fn pages_and_notices() {

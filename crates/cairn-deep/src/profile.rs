@@ -65,6 +65,11 @@ pub struct HarnessProfile {
     /// the numbers into the text it wrote back.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub plain_file_reads: bool,
+    /// `edit_file` with an empty `old_string` adds `new_string` at the end of an existing file
+    /// instead of failing ([`appending_edit_file_tool`](crate::tools::appending_edit_file_tool)):
+    /// asked to add a line, the 1.5B model called it that way first.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub edit_empty_appends: bool,
 }
 
 impl HarnessProfile {
@@ -95,6 +100,7 @@ impl HarnessProfile {
         out.write_file_overwrites |= other.write_file_overwrites;
         out.read_mentioned_files |= other.read_mentioned_files;
         out.plain_file_reads |= other.plain_file_reads;
+        out.edit_empty_appends |= other.edit_empty_appends;
         for (tool, hidden) in &other.hidden_tool_parameters {
             out.hidden_tool_parameters
                 .entry(tool.clone())

@@ -164,14 +164,20 @@ async fn the_overwriting_write_file_replaces_an_existing_file() {
         json!({"file_path": "/p.json", "content": "{\n  \"name\": \"web\",\n  \"private\": true\n}\n"}),
     )
     .await;
-    // The same words on one line are written, and said to change nothing but the layout.
-    assert!(
-        t.ok(
+    // The same words on one line are not written: the change the model meant is missing.
+    let e = t
+        .err(
             "write_file",
             json!({"file_path": "/p.json", "content": "{\"name\": \"web\", \"private\": true}"}),
         )
-        .await
-        .ends_with("only spacing or layout changed: no word was added or removed")
+        .await;
+    assert!(
+        e.contains("/p.json was not written: this text has the same words as the file"),
+        "{e}"
+    );
+    assert_eq!(
+        t.ok("read_file", json!({"file_path": "/p.json"})).await,
+        "1\t{\n2\t  \"name\": \"web\",\n3\t  \"private\": true\n4\t}"
     );
     assert_eq!(
         t.ok(
@@ -226,6 +232,145 @@ async fn the_overwriting_write_file_replaces_an_existing_file() {
         )
         .await;
     assert!(e.contains("already exists"), "{e}");
+}
+
+#[tokio::test]
+async fn an_overwrite_drops_line_numbers_copied_from_a_read_but_not_a_files_own() {
+    let backend: cairn_deep::backend::SharedBackend = Arc::new(StateBackend::new());
+    let mut t = Tools::new(Arc::clone(&backend));
+    for tool in &mut t.tools {
+        if tool.spec().name == "write_file" {
+            *tool = cairn_deep::tools::overwriting_write_file_tool(Arc::clone(&backend));
+        }
+    }
+    t.ok(
+        "write_file",
+        json!({"file_path": "/notes.txt", "content": "alpha\nbeta\n"}),
+    )
+    .await;
+    // The read's `1\talpha` rows copied back, with a new last line (the 1.5B model's append).
+    assert_eq!(
+        t.ok(
+            "write_file",
+            json!({"file_path": "/notes.txt", "content": "1\talpha\n2\tbeta\n3\tgamma\n"})
+        )
+        .await,
+        "Overwrote /notes.txt (without the read_file line numbers that were copied into the text)"
+    );
+    assert_eq!(
+        t.ok("read_file", json!({"file_path": "/notes.txt"})).await,
+        "1\talpha\n2\tbeta\n3\tgamma"
+    );
+    // Copied numbers and nothing else new: the same text, so nothing changed.
+    let e = t
+        .err(
+            "write_file",
+            json!({"file_path": "/notes.txt", "content": "1\talpha\n2\tbeta\n3\tgamma"}),
+        )
+        .await;
+    assert!(e.contains("nothing changed"), "{e}");
+    // A table whose rows are numbered on disk keeps its numbers.
+    t.ok(
+        "write_file",
+        json!({"file_path": "/ids.tsv", "content": "1\tann\n2\tbob\n"}),
+    )
+    .await;
+    assert_eq!(
+        t.ok(
+            "write_file",
+            json!({"file_path": "/ids.tsv", "content": "1\tann\n2\tbob\n3\tcy\n"})
+        )
+        .await,
+        "Overwrote /ids.tsv"
+    );
+    assert_eq!(
+        t.ok("read_file", json!({"file_path": "/ids.tsv"})).await,
+        "1\t1\tann\n2\t2\tbob\n3\t3\tcy"
+    );
+    // Created files are written as given.
+    t.ok(
+        "write_file",
+        json!({"file_path": "/new.tsv", "content": "1\tx\n2\ty\n"}),
+    )
+    .await;
+    assert_eq!(
+        t.ok("read_file", json!({"file_path": "/new.tsv"})).await,
+        "1\t1\tx\n2\t2\ty"
+    );
+}
+
+#[tokio::test]
+async fn the_appending_edit_file_adds_text_for_an_empty_old_string() {
+    let backend: cairn_deep::backend::SharedBackend = Arc::new(StateBackend::new());
+    let mut t = Tools::new(Arc::clone(&backend));
+    for tool in &mut t.tools {
+        if tool.spec().name == "edit_file" {
+            *tool = cairn_deep::tools::appending_edit_file_tool(Arc::clone(&backend));
+        }
+    }
+    t.ok(
+        "write_file",
+        json!({"file_path": "/notes.txt", "content": "alpha\nbeta\n"}),
+    )
+    .await;
+    assert_eq!(
+        t.ok(
+            "edit_file",
+            json!({"file_path": "/notes.txt", "old_string": "", "new_string": "gamma"})
+        )
+        .await,
+        "Added the text at the end of /notes.txt (an empty old_string appends)"
+    );
+    assert_eq!(
+        t.ok("read_file", json!({"file_path": "/notes.txt"})).await,
+        "1\talpha\n2\tbeta\n3\tgamma"
+    );
+    // A file without a final newline gets the text on a line of its own, and keeps its style.
+    t.ok(
+        "write_file",
+        json!({"file_path": "/a.txt", "content": "one"}),
+    )
+    .await;
+    t.ok(
+        "edit_file",
+        json!({"file_path": "/a.txt", "old_string": "", "new_string": "two"}),
+    )
+    .await;
+    assert_eq!(
+        t.ok("read_file", json!({"file_path": "/a.txt"})).await,
+        "1\tone\n2\ttwo"
+    );
+    // A missing file is still an error that names the path; other edits are unchanged.
+    let e = t
+        .err(
+            "edit_file",
+            json!({"file_path": "/nope.txt", "old_string": "", "new_string": "x"}),
+        )
+        .await;
+    assert!(e.contains("/nope.txt not found"), "{e}");
+    assert_eq!(
+        t.ok(
+            "edit_file",
+            json!({"file_path": "/a.txt", "old_string": "two", "new_string": "2"})
+        )
+        .await,
+        "Replaced 1 occurrence in /a.txt"
+    );
+    // The ordinary edit_file refuses an empty old_string.
+    let plain = tools();
+    plain
+        .ok(
+            "write_file",
+            json!({"file_path": "/n.txt", "content": "alpha\n"}),
+        )
+        .await;
+    let e = plain
+        .err(
+            "edit_file",
+            json!({"file_path": "/n.txt", "old_string": "", "new_string": "beta"}),
+        )
+        .await;
+    assert!(e.contains("old_string is empty"), "{e}");
 }
 
 #[tokio::test]

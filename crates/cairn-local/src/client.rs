@@ -161,7 +161,12 @@ impl LocalClient {
         .then(answer_tool_spec)
     }
 
-    fn prepare(&self, messages: &[Message], options: &ChatOptions) -> Result<Prepared, ChatError> {
+    fn prepare(
+        &self,
+        messages: &[Message],
+        options: &ChatOptions,
+        attempt: u32,
+    ) -> Result<Prepared, ChatError> {
         let cfg = self.model.config();
         let choice = options.tool_choice.clone().unwrap_or_default();
         let tools = &options.tools;
@@ -211,7 +216,14 @@ impl LocalClient {
         let grammar = constrained.as_deref().and_then(tool_call_grammar);
         let prompt = self.render_prompt(messages, options);
         let temperature = options.temperature.unwrap_or(cfg.temperature);
-        let sampling = if temperature > 0.0 {
+        let sampling = if attempt > 0 {
+            // A resample of a repeated call (LocalConfig::resample_repeats).
+            Sampling::Random {
+                temperature: cfg.resample_temperature,
+                top_p: options.top_p,
+                seed: cfg.seed.wrapping_add(attempt),
+            }
+        } else if temperature > 0.0 {
             Sampling::Random {
                 temperature,
                 top_p: options.top_p,
@@ -239,9 +251,10 @@ impl LocalClient {
         &self,
         messages: &[Message],
         options: &ChatOptions,
+        attempt: u32,
     ) -> Result<(Mode, bool, mpsc::UnboundedReceiver<WorkerMsg>), ChatError> {
         let answer = self.answer_spec(&options.tools).is_some();
-        let prepared = self.prepare(messages, options)?;
+        let prepared = self.prepare(messages, options, attempt)?;
         let (tx, rx) = mpsc::unbounded_channel();
         let piece_tx = tx.clone();
         self.model
@@ -254,6 +267,32 @@ impl LocalClient {
             )
             .map_err(ChatError::from)?;
         Ok((prepared.mode, answer, rx))
+    }
+
+    /// Whether a constrained turn's `response` after `attempt` extra samples is sampled again
+    /// ([`LocalConfig::resample_repeats`](crate::LocalConfig::resample_repeats)).
+    fn resample(&self, messages: &[Message], response: &ChatResponse, attempt: u32) -> bool {
+        if attempt >= self.model.config().resample_repeats {
+            return false;
+        }
+        let Some(call) = response
+            .messages
+            .iter()
+            .flat_map(Message::function_calls)
+            .next()
+        else {
+            return false;
+        };
+        let again = repeats_call(messages, call);
+        if again && std::env::var_os("CAIRN_LOCAL_TRACE").is_some() {
+            eprintln!(
+                "[local] {} repeats a call that failed or the previous one: sampling again ({}/{})",
+                call.name,
+                attempt + 1,
+                self.model.config().resample_repeats
+            );
+        }
+        again
     }
 
     fn model_name(&self) -> String {
@@ -295,25 +334,34 @@ impl ChatClient for LocalClient {
             messages, options, ..
         } = request;
         Box::pin(async move {
-            let (mode, answer, mut rx) = self.start_turn(messages, options)?;
-            let mut decoder = TurnDecoder::new(mode, answer, self.model_name());
-            let mut sink = Vec::new();
-            while let Some(msg) = rx.recv().await {
-                match msg {
-                    WorkerMsg::Piece(p) => {
-                        decoder.push(&p, &mut sink);
-                        sink.clear();
-                    }
-                    WorkerMsg::Done(result) => {
-                        let g = result.map_err(ChatError::from)?;
-                        Self::trace(&g);
-                        let (response, canonical) = decoder.finish(&g, &mut sink);
-                        self.remember(canonical, g.text);
-                        return Ok(response);
+            let mut attempt = 0;
+            'turn: loop {
+                let (mode, answer, mut rx) = self.start_turn(messages, options, attempt)?;
+                let mut decoder = TurnDecoder::new(mode, answer, self.model_name());
+                let mut sink = Vec::new();
+                while let Some(msg) = rx.recv().await {
+                    match msg {
+                        WorkerMsg::Piece(p) => {
+                            decoder.push(&p, &mut sink);
+                            sink.clear();
+                        }
+                        WorkerMsg::Done(result) => {
+                            let g = result.map_err(ChatError::from)?;
+                            Self::trace(&g);
+                            let (response, canonical) = decoder.finish(&g, &mut sink);
+                            if mode == Mode::Constrained
+                                && self.resample(messages, &response, attempt)
+                            {
+                                attempt += 1;
+                                continue 'turn;
+                            }
+                            self.remember(canonical, g.text);
+                            return Ok(response);
+                        }
                     }
                 }
+                return Err(LocalError::WorkerGone.into());
             }
-            Err(LocalError::WorkerGone.into())
         })
     }
 
@@ -323,22 +371,31 @@ impl ChatClient for LocalClient {
         } = request;
         let state = StreamState {
             client: self,
-            start: Some((messages, options)),
+            messages,
+            options,
+            start: true,
+            attempt: 0,
             rx: None,
             decoder: None,
             queue: VecDeque::new(),
+            held: None,
         };
         futures::stream::unfold(state, |mut st| async move {
             loop {
                 if let Some(ev) = st.queue.pop_front() {
                     return Some((Ok(ChatResponseUpdate::new(ev)), st));
                 }
-                if let Some((messages, options)) = st.start.take() {
-                    match st.client.start_turn(messages, options) {
+                if st.start {
+                    st.start = false;
+                    match st.client.start_turn(st.messages, st.options, st.attempt) {
                         Ok((mode, answer, rx)) => {
                             st.rx = Some(rx);
                             st.decoder =
                                 Some(TurnDecoder::new(mode, answer, st.client.model_name()));
+                            // A turn that may be sampled again is sent when it is accepted.
+                            st.held = (mode == Mode::Constrained
+                                && st.client.model.config().resample_repeats > 0)
+                                .then(Vec::new);
                         }
                         Err(e) => return Some((Err(e), st)),
                     }
@@ -356,8 +413,19 @@ impl ChatClient for LocalClient {
                         st.rx = None;
                         LocalClient::trace(&g);
                         let decoder = st.decoder.take()?;
-                        let (_, canonical) = decoder.finish(&g, &mut out);
+                        let (response, canonical) = decoder.finish(&g, &mut out);
+                        if st.held.is_some()
+                            && st.client.resample(st.messages, &response, st.attempt)
+                        {
+                            st.attempt += 1;
+                            st.start = true;
+                            st.held = None;
+                            continue;
+                        }
                         st.client.remember(canonical, g.text);
+                        if let Some(held) = st.held.take() {
+                            st.queue.extend(held);
+                        }
                     }
                     Some(WorkerMsg::Done(Err(e))) => {
                         st.rx = None;
@@ -368,7 +436,10 @@ impl ChatClient for LocalClient {
                         return Some((Err(LocalError::WorkerGone.into()), st));
                     }
                 }
-                st.queue.extend(out);
+                match st.held.as_mut() {
+                    Some(held) => held.extend(out),
+                    None => st.queue.extend(out),
+                }
             }
         })
         .boxed()
@@ -381,10 +452,53 @@ impl ChatClient for LocalClient {
 
 struct StreamState<'a> {
     client: &'a LocalClient,
-    start: Option<(&'a [Message], &'a ChatOptions)>,
+    messages: &'a [Message],
+    options: &'a ChatOptions,
+    /// A turn is to be started (the first, or a resample).
+    start: bool,
+    /// Extra samples taken so far ([`LocalConfig::resample_repeats`](crate::LocalConfig::resample_repeats)).
+    attempt: u32,
     rx: Option<mpsc::UnboundedReceiver<WorkerMsg>>,
     decoder: Option<TurnDecoder>,
     queue: VecDeque<UpdateEvent>,
+    /// The updates of a turn that may still be sampled again, sent once it is accepted.
+    held: Option<Vec<UpdateEvent>>,
+}
+
+/// Whether `call` repeats the conversation's previous call, or a call made for the current
+/// request (after the last user message) whose result was an error: the same tool with the
+/// same arguments (compared as JSON values).
+fn repeats_call(messages: &[Message], call: &FunctionCall) -> bool {
+    let args = |a: &str| serde_json::from_str::<serde_json::Value>(a).ok();
+    let wanted = args(&call.arguments);
+    let same = |c: &FunctionCall| {
+        c.name == call.name
+            && match (&wanted, args(&c.arguments)) {
+                (Some(a), Some(b)) => *a == b,
+                _ => c.arguments == call.arguments,
+            }
+    };
+    let start = messages
+        .iter()
+        .rposition(|m| m.role == Role::User && m.function_results().next().is_none())
+        .map_or(0, |i| i + 1);
+    let turn = &messages[start..];
+    let failed = |id: &str| {
+        turn.iter()
+            .flat_map(Message::function_results)
+            .any(|r| r.call_id == id && (r.is_error || r.text().trim_start().starts_with("Error")))
+    };
+    let mut calls = turn.iter().flat_map(Message::function_calls).peekable();
+    let mut last = None;
+    while let Some(c) = calls.next() {
+        if same(c) && failed(&c.call_id) {
+            return true;
+        }
+        if calls.peek().is_none() {
+            last = Some(c);
+        }
+    }
+    last.is_some_and(same)
 }
 
 /// Folds a turn's raw text into updates and, at the end, the response.
@@ -593,6 +707,87 @@ impl TurnDecoder {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    fn call(id: &str, name: &str, args: &str) -> FunctionCall {
+        FunctionCall {
+            call_id: id.into(),
+            name: name.into(),
+            arguments: args.into(),
+        }
+    }
+
+    fn turn(id: &str, name: &str, args: &str, result: &str, is_error: bool) -> [Message; 2] {
+        [
+            Message::new(
+                Role::Assistant,
+                vec![Content::FunctionCall(call(id, name, args))],
+            ),
+            Message::new(
+                Role::Tool,
+                vec![Content::FunctionResult(cairn_core::FunctionResult {
+                    call_id: id.into(),
+                    output: vec![Content::text(result)],
+                    is_error,
+                })],
+            ),
+        ]
+    }
+
+    #[test]
+    fn a_repeat_is_the_previous_call_or_a_failed_call_of_this_request() {
+        let write = r#"{"file_path": "/s.py", "content": "w * h"}"#;
+        let mut m = vec![Message::user("fix s.py")];
+        m.extend(turn(
+            "1",
+            "write_file",
+            write,
+            "Error: nothing changed",
+            true,
+        ));
+        m.extend(turn(
+            "2",
+            "read_file",
+            r#"{"file_path": "/s.py"}"#,
+            "1\tw * h",
+            false,
+        ));
+        // The failed write again, with its keys in another order: a repeat.
+        let again = call(
+            "3",
+            "write_file",
+            r#"{"content": "w * h", "file_path": "/s.py"}"#,
+        );
+        assert!(repeats_call(&m, &again));
+        // The read again (the previous call): a repeat; another file: not.
+        assert!(repeats_call(
+            &m,
+            &call("3", "read_file", r#"{"file_path":"/s.py"}"#)
+        ));
+        assert!(!repeats_call(
+            &m,
+            &call("3", "read_file", r#"{"file_path": "/t.py"}"#)
+        ));
+        // A call that worked, not the previous one, may come again (run the test after a fix).
+        let mut m = vec![Message::user("make the test pass")];
+        let run = r#"{"command": "python3 t.py"}"#;
+        m.extend(turn("1", "execute", run, "ok", false));
+        m.extend(turn(
+            "2",
+            "edit_file",
+            r#"{"file_path": "/s.py"}"#,
+            "Replaced",
+            false,
+        ));
+        assert!(!repeats_call(&m, &call("3", "execute", run)));
+        // An error is also a result that says so in its text.
+        m.extend(turn("3", "execute", run, "Error: exit code 1", false));
+        m.extend(turn("4", "ls", "{}", "/s.py", false));
+        assert!(repeats_call(&m, &call("5", "execute", run)));
+        // A new request starts afresh: its first call may be the one before it.
+        m.push(Message::user("run it again"));
+        assert!(!repeats_call(&m, &call("5", "execute", run)));
+        assert!(!repeats_call(&m, &call("5", "ls", "{}")));
+    }
 
     #[test]
     fn answer_text_reads_whole_and_cut_off_arguments() {

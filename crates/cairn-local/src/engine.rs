@@ -87,6 +87,16 @@ pub struct LocalConfig {
     /// End each turn of tool results with a reminder of the user's request and of the next
     /// step (default false; see [`crate::prompt::reminder`]).
     pub remind: bool,
+    /// How many more times a constrained turn is sampled, at [`resample_temperature`]
+    /// (`Self::resample_temperature`), when its call repeats the conversation's previous call or
+    /// a call of the same request that failed (default 0: never). Greedy decoding repeats a
+    /// choice that failed: the 1.5B model wrote the same wrong text back after "nothing
+    /// changed" until its steps ran out. With this on, a streamed constrained turn's updates
+    /// are held back until the turn is accepted.
+    pub resample_repeats: u32,
+    /// The temperature of those extra samples (default 0.8); their seeds are
+    /// [`seed`](Self::seed) plus the attempt number.
+    pub resample_temperature: f32,
 }
 
 /// New tokens a process's first prompt must evaluate before [`LocalConfig::prompt_cache`] is
@@ -108,6 +118,8 @@ impl Default for LocalConfig {
             prompt_cache: None,
             tools_first: false,
             remind: false,
+            resample_repeats: 0,
+            resample_temperature: 0.8,
         }
     }
 }

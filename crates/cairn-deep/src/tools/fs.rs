@@ -335,15 +335,23 @@ fn write_file_impl(backend: SharedBackend, overwrite: bool) -> SharedTool {
                     Ok(()) => ToolOutput::text(format!("Created {path}")),
                     Err(crate::BackendError::AlreadyExists(_)) if overwrite => {
                         match overwrite_file(&backend, &rt, &path, &a.content).await {
-                            Ok(Rewrite::Changed) => ToolOutput::text(format!("Overwrote {path}")),
+                            Ok((Rewrite::Changed, numbers)) => ToolOutput::text(format!(
+                                "Overwrote {path}{}",
+                                if numbers {
+                                    " (without the read_file line numbers that were copied into the text)"
+                                } else {
+                                    ""
+                                }
+                            )),
                             // The 1.5B model rewrote package.json on one line without the field
-                            // it was asked to add, and took "Overwrote" for done.
-                            Ok(Rewrite::SameWords) => ToolOutput::text(format!(
-                                "Overwrote {path}, but only spacing or layout changed: no word was added or removed"
+                            // it was asked to add, and took "Overwrote" (then a note that only
+                            // the layout changed) for done; an error makes it try again.
+                            Ok((Rewrite::SameWords, _)) => ToolOutput::error(format!(
+                                "Error: {path} was not written: this text has the same words as the file (only spacing or layout differ), so the change is missing. Write the whole text with the change in it, or use edit_file"
                             )),
                             // Said as an error: the 1.5B model wrote the same text back and
                             // took "Overwrote" for a fix.
-                            Ok(Rewrite::Same) => ToolOutput::error(format!(
+                            Ok((Rewrite::Same, _)) => ToolOutput::error(format!(
                                 "Error: {path} already holds exactly this text; nothing changed"
                             )),
                             Err(e) => fail(e),
@@ -391,29 +399,36 @@ fn words_dropped(
 enum Rewrite {
     /// The file already held the text (nothing written).
     Same,
-    /// Written, with the same words as before (only spacing or layout differ).
+    /// The text has the same words as the file, only spacing or layout differ (nothing
+    /// written: a small model sends this when it meant to add something and left it out).
     SameWords,
     /// Written.
     Changed,
 }
 
-/// Replaces the whole text of the existing file `path`.
+/// Replaces the whole text of the existing file `path`; the flag says whether `read_file` line
+/// numbers copied into `content` were removed first
+/// ([`strip_copied_line_numbers`](crate::format::strip_copied_line_numbers); not when the
+/// file's own text has such numbers).
 async fn overwrite_file(
     backend: &SharedBackend,
     rt: &BackendRuntime,
     path: &str,
     content: &str,
-) -> Result<Rewrite, crate::BackendError> {
+) -> Result<(Rewrite, bool), crate::BackendError> {
     let old = backend.read_text(rt, path).await?;
+    // The 1.5B model copied `1\talpha` rows of a numbered read into the text it wrote back.
+    let unnumbered = crate::format::strip_copied_line_numbers(content)
+        .filter(|_| crate::format::strip_copied_line_numbers(&old).is_none());
+    let numbers = unnumbered.is_some();
+    let content = unnumbered.as_deref().unwrap_or(content);
     if old.trim_end() == content.trim_end() {
-        return Ok(Rewrite::Same);
+        return Ok((Rewrite::Same, numbers));
     }
     let (old_words, new_words) = (word_counts(&old), word_counts(content));
-    let outcome = if old_words == new_words {
-        Rewrite::SameWords
-    } else {
-        Rewrite::Changed
-    };
+    if old_words == new_words {
+        return Ok((Rewrite::SameWords, numbers));
+    }
     // A rewrite keeps most of the file: one that drops more than half of its words is taken for
     // a model that did not read the file (it wrote `{"license": "MIT"}` over a package.json).
     // Words, not lines: the same JSON written on one line keeps every word.
@@ -436,12 +451,15 @@ async fn overwrite_file(
     }
     if old.is_empty() {
         backend.delete(rt, path).await?;
-        return backend.write(rt, path, content).await.map(|()| outcome);
+        return backend
+            .write(rt, path, content)
+            .await
+            .map(|()| (Rewrite::Changed, numbers));
     }
     backend
         .edit(rt, path, &old, content, false)
         .await
-        .map(|_| outcome)
+        .map(|_| (Rewrite::Changed, numbers))
 }
 
 #[derive(Deserialize, JsonSchema)]
@@ -458,6 +476,31 @@ struct EditArgs {
 
 /// `edit_file`: exact string replacement, unique unless `replace_all`.
 pub fn edit_file_tool(backend: SharedBackend) -> SharedTool {
+    edit_file_impl(backend, false)
+}
+
+/// `edit_file` where an empty `old_string` adds `new_string` at the end of an existing file
+/// (on a line of its own), for models that ask for an append that way: the embedded model's
+/// profile ([`HarnessProfile::edit_empty_appends`](crate::HarnessProfile::edit_empty_appends)).
+pub fn appending_edit_file_tool(backend: SharedBackend) -> SharedTool {
+    edit_file_impl(backend, true)
+}
+
+/// `old` with `add` after it on a line of its own; a file that ended with a newline still does.
+fn appended(old: &str, add: &str) -> String {
+    let mut out = String::with_capacity(old.len() + add.len() + 2);
+    out.push_str(old);
+    if !old.is_empty() && !old.ends_with('\n') {
+        out.push('\n');
+    }
+    out.push_str(add);
+    if old.ends_with('\n') && !add.ends_with('\n') {
+        out.push('\n');
+    }
+    out
+}
+
+fn edit_file_impl(backend: SharedBackend, append: bool) -> SharedTool {
     Builtin::with_deadline(
         "edit_file",
         "Replace exact text in a file. old_string must match the file exactly (without read_file's line numbers) and occur once, unless replace_all is true.",
@@ -477,6 +520,24 @@ pub fn edit_file_tool(backend: SharedBackend) -> SharedTool {
                 }
                 let rt = rt(&ctx);
                 let path = strip_project_name(&backend, &rt, path).await;
+                if append && a.old_string.is_empty() && !a.new_string.is_empty() {
+                    let appending = async {
+                        let old = backend.read_text(&rt, &path).await?;
+                        let new = appended(&old, &a.new_string);
+                        if old.is_empty() {
+                            backend.delete(&rt, &path).await?;
+                            backend.write(&rt, &path, &new).await
+                        } else {
+                            backend.edit(&rt, &path, &old, &new, false).await.map(|_| ())
+                        }
+                    };
+                    return match appending.await {
+                        Ok(()) => ToolOutput::text(format!(
+                            "Added the text at the end of {path} (an empty old_string appends)"
+                        )),
+                        Err(e) => fail_teaching(&backend, &rt, e, None).await,
+                    };
+                }
                 match backend
                     .edit(&rt, &path, &a.old_string, &a.new_string, all)
                     .await
@@ -736,12 +797,27 @@ pub(crate) fn map_virtual_paths(
             let word = &rest[..len];
             let first = word[1..].split('/').next().unwrap_or("");
             let host = std::path::Path::new("/").join(first);
-            if !first.is_empty()
+            let usable = !first.is_empty()
                 && first != "."
                 && first != ".."
-                && std::fs::symlink_metadata(&host).is_err()
-                && std::fs::symlink_metadata(dir.join(first)).is_ok()
-            {
+                && std::fs::symlink_metadata(&host).is_err();
+            // `/<project folder name>/x` for `/x` (as the file tools read it): the small model
+            // copied the folder name from the prompt into its commands too.
+            let project = usable
+                && dir
+                    .file_name()
+                    .is_some_and(|n| n.to_string_lossy() == first)
+                && std::fs::symlink_metadata(dir.join(first)).is_err();
+            if project {
+                let inner = &word[1 + first.len()..];
+                let local = if inner.is_empty() || inner == "/" {
+                    ".".to_owned()
+                } else {
+                    format!(".{inner}")
+                };
+                out.push_str(&local);
+                mapped.push((word.to_owned(), local));
+            } else if usable && std::fs::symlink_metadata(dir.join(first)).is_ok() {
                 let local = format!(".{word}");
                 out.push_str(&local);
                 mapped.push((word.to_owned(), local));
@@ -825,5 +901,18 @@ mod tests {
             cmd,
             "F='./hello_cairn_map.py' python3 \"./hello_cairn_map.py\""
         );
+        // The project folder's own name in front of a path: dropped.
+        let project = dir.path().join("proj_cairn_map");
+        std::fs::create_dir(&project).unwrap_or_else(|e| panic!("{e}"));
+        let (cmd, mapped) = map_virtual_paths(
+            "python3 /proj_cairn_map/sum.py; ls /proj_cairn_map",
+            &project,
+        );
+        assert_eq!(cmd, "python3 ./sum.py; ls .");
+        assert_eq!(mapped.len(), 2);
+        // Unless the project has an entry of that name.
+        std::fs::create_dir(project.join("proj_cairn_map")).unwrap_or_else(|e| panic!("{e}"));
+        let (cmd, _) = map_virtual_paths("ls /proj_cairn_map/x", &project);
+        assert_eq!(cmd, "ls ./proj_cairn_map/x");
     }
 }

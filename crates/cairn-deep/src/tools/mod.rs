@@ -29,8 +29,9 @@ mod fs;
 pub mod todo;
 
 pub use fs::{
-    delete_tool, edit_file_tool, execute_tool, filesystem_tools, glob_tool, grep_tool, ls_tool,
-    overwriting_write_file_tool, plain_read_file_tool, read_file_tool, write_file_tool,
+    appending_edit_file_tool, delete_tool, edit_file_tool, execute_tool, filesystem_tools,
+    glob_tool, grep_tool, ls_tool, overwriting_write_file_tool, plain_read_file_tool,
+    read_file_tool, write_file_tool,
 };
 pub use todo::{TODOS_KEY, TodoItem, TodoStatus, TodoTool, TodoTurnGuard, todo_tool};
 
