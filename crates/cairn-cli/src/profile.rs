@@ -15,6 +15,14 @@ Do every step the user asks for (for example: write the file, then run it with e
 To fix or change something, change the file with edit_file or write_file; never only describe the change. \
 Only when all steps are done, reply with a short summary and no tool call.";
 
+/// One worked example of a read → edit → verify → answer trajectory (few-shot), appended to
+/// the base prompt: the system block is the same in every run, so the prompt cache serves it.
+pub const LOCAL_EXAMPLE: &str = "Example. Request: \"hello.py should print Hello, Ann! Fix it and run it.\"
+1. read_file /hello.py shows: 1\tname = 'Ann' 2\tprint('Hi ' + name)
+2. edit_file /hello.py, old_string: print('Hi ' + name), new_string: print('Hello, ' + name + '!')
+3. execute: python3 hello.py prints: Hello, Ann!
+4. answer: hello.py now prints Hello, Ann!";
+
 /// Tokens a tool result may occupy before the rest is offloaded.
 pub const LOCAL_MAX_TOOL_RESULT_TOKENS: usize = 500;
 
@@ -40,6 +48,10 @@ pub const LOCAL_EXCLUDED_TOOLS: &[&str] = &["task", "glob", "write_todos"];
 /// Short tool descriptions for the local model.
 pub const LOCAL_TOOL_DESCRIPTIONS: &[(&str, &str)] = &[
     ("ls", "List a directory."),
+    (
+        "ls+",
+        "List one directory (not its subdirectories; glob finds files by pattern in all of them).",
+    ),
     (
         "read_file",
         "Read a file as numbered lines; use offset and limit for long files.",
@@ -131,10 +143,19 @@ pub fn experiment(var: &str) -> Option<usize> {
 pub fn local_profile(n_ctx: usize) -> HarnessProfile {
     HarnessProfile {
         base_system_prompt: Some(LOCAL_BASE_PROMPT.to_owned()),
-        system_prompt_suffix: None,
+        system_prompt_suffix: (experiment("CAIRN_LOCAL_EXAMPLE") == Some(1))
+            .then(|| LOCAL_EXAMPLE.to_owned()),
         tool_description_overrides: LOCAL_TOOL_DESCRIPTIONS
             .iter()
-            .map(|(k, v)| ((*k).to_owned(), (*v).to_owned()))
+            .filter_map(|(k, v)| {
+                let hint = experiment("CAIRN_LOCAL_LS_HINT") == Some(1);
+                match *k {
+                    "ls" if hint => None,
+                    "ls+" if hint => Some(("ls".to_owned(), (*v).to_owned())),
+                    "ls+" => None,
+                    _ => Some(((*k).to_owned(), (*v).to_owned())),
+                }
+            })
             .collect(),
         excluded_tools: LOCAL_EXCLUDED_TOOLS
             .iter()
