@@ -62,8 +62,6 @@ pub struct AgentSetup {
     /// The durable store `/memories/` lives in (one per user, shared across projects); `None`
     /// leaves `/memories/` an ordinary directory of the root.
     pub memories: Option<SharedStore>,
-    /// How many of the project's files the system prompt lists ([`project_files`]; 0: none).
-    pub listed_files: usize,
 }
 
 impl std::fmt::Debug for AgentSetup {
@@ -172,11 +170,6 @@ pub fn build_agent_with(
         .filter(|h| !h.is_empty())
         .map(PathBuf::from);
     let mut prompt = vec![environment_section(&setup.root)];
-    if setup.listed_files > 0
-        && let Some(files) = project_files(&setup.root, setup.listed_files)
-    {
-        prompt.push(files);
-    }
     if let Some(docs) = agents_md_above_root(&setup.root, home.as_deref()) {
         prompt.push(docs);
     }
@@ -277,56 +270,6 @@ pub fn environment_section(root: &Path) -> String {
         std::env::consts::ARCH,
         utc_date()
     )
-}
-
-/// Most directory levels [`project_files`] walks.
-const PROJECT_FILES_DEPTH: usize = 4;
-
-/// A section listing up to `max` files of the project at `root` as the file tools name them
-/// (`/one.py, /lib/three.py`), with the file tools' rules (hidden files and what `.gitignore`
-/// excludes are left out), in name order, at most [`PROJECT_FILES_DEPTH`] levels deep; `None`
-/// when it has no such file.
-///
-/// The local model's profile asks for it: asked to list the Python files "including
-/// subdirectories", the 1.5B model answered from `ls /` and never looked into `lib/`
-/// (BENCHMARKS.md §8.3). It is written when the agent is built, so a long chat session sees
-/// the files as they were at its start, and says so.
-pub fn project_files(root: &Path, max: usize) -> Option<String> {
-    let mut files = Vec::new();
-    let mut more = false;
-    let walk = ignore::WalkBuilder::new(root)
-        .max_depth(Some(PROJECT_FILES_DEPTH))
-        .sort_by_file_name(|a, b| a.cmp(b))
-        .build();
-    for entry in walk.filter_map(Result::ok) {
-        if !entry.file_type().is_some_and(|t| t.is_file()) {
-            continue;
-        }
-        let Ok(rel) = entry.path().strip_prefix(root) else {
-            continue;
-        };
-        if files.len() == max {
-            more = true;
-            break;
-        }
-        let rel: Vec<_> = rel
-            .components()
-            .map(|c| c.as_os_str().to_string_lossy())
-            .collect();
-        files.push(format!("/{}", rel.join("/")));
-    }
-    if files.is_empty() {
-        return None;
-    }
-    let scope = if more {
-        format!("the first {max}")
-    } else {
-        "all of them".to_owned()
-    };
-    Some(format!(
-        "## Project files\nAt the start of this session ({scope}): {}",
-        files.join(", ")
-    ))
 }
 
 /// What [`environment_section`] says about git.
@@ -768,7 +711,6 @@ pub async fn run(cli: Cli, secrets: Secrets, scrub: ScrubReport) -> Result<u8> {
         guarded: !g.yes,
         approver,
         memories: Some(db.store.clone()),
-        listed_files: model.listed_files,
     };
     let agent = build_agent_with(Arc::clone(&model.client), &setup, &safety)?;
     let session = AgentSession::new();

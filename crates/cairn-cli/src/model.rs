@@ -112,10 +112,6 @@ pub struct LoadedModel {
     pub profile: HarnessProfile,
     /// Counts tokens the way the model does, when known.
     pub counter: Option<crate::cap::TokenCounterFn>,
-    /// How many project files the system prompt lists ([`crate::app::project_files`]): the
-    /// local profile's [`crate::profile::LOCAL_LISTED_FILES`], none for API models (their
-    /// prompts stay as they were).
-    pub listed_files: usize,
 }
 
 impl std::fmt::Debug for LoadedModel {
@@ -144,7 +140,6 @@ pub async fn load(spec: &ModelSpec, g: &GlobalArgs, secrets: &Secrets) -> Result
                 label: s.clone(),
                 profile: HarnessProfile::default(),
                 counter: None,
-                listed_files: 0,
             })
         }
         ModelSpec::Local(l) => load_local(l, g.verbose).await,
@@ -224,8 +219,6 @@ async fn load_local(spec: &LocalSpec, verbose: bool) -> Result<LoadedModel> {
         label: format!("local:{file} (context {n_ctx} tokens)"),
         profile: crate::profile::local_profile(n_ctx),
         counter: Some(counter),
-        listed_files: crate::profile::experiment("CAIRN_LOCAL_LISTED_FILES")
-            .unwrap_or(crate::profile::LOCAL_LISTED_FILES),
     })
 }
 

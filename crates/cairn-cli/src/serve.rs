@@ -57,7 +57,6 @@ pub async fn run(
         guarded: !g.yes || safety.asks_for_every_command(),
         approver: None,
         memories: Some(db.store()),
-        listed_files: model.listed_files,
     };
     let agent = build_agent_with(Arc::clone(&model.client), &setup, &safety)?;
     let mut cfg = cairn_server::ServerConfig::default()

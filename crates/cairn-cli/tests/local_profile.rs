@@ -8,7 +8,7 @@
 use std::sync::Arc;
 
 use cairn_cli::app::{AgentSetup, build_agent};
-use cairn_cli::profile::{LOCAL_LISTED_FILES, LOCAL_PROMPT_BUDGET_TOKENS, local_profile};
+use cairn_cli::profile::{LOCAL_PROMPT_BUDGET_TOKENS, local_profile};
 use cairn_core::{ChatResponse, testing::ScriptedClient};
 use cairn_deep::{ApprovalHandler, ApprovalRequest, Decision};
 use cairn_local::prompt::{RenderOptions, render};
@@ -30,7 +30,6 @@ async fn system_block(approvals: bool) -> (String, Vec<String>) {
         guarded: approvals,
         approver: approvals.then(|| Arc::new(reject) as Arc<dyn ApprovalHandler>),
         memories: None,
-        listed_files: LOCAL_LISTED_FILES,
     };
     let agent = build_agent(Arc::new(client.clone()), &setup).unwrap();
     agent.run("hi").await.unwrap();
@@ -110,7 +109,6 @@ async fn replies_are_capped() {
         guarded: false,
         approver: None,
         memories: None,
-        listed_files: LOCAL_LISTED_FILES,
     };
     let agent = build_agent(Arc::new(client.clone()), &setup).unwrap();
     agent.run("hi").await.unwrap();
@@ -148,7 +146,6 @@ async fn large_tool_results_are_offloaded() {
         guarded: false,
         approver: None,
         memories: None,
-        listed_files: LOCAL_LISTED_FILES,
     };
     let agent = build_agent(Arc::new(client.clone()), &setup).unwrap();
     let session = agent.create_session();
@@ -173,61 +170,4 @@ async fn large_tool_results_are_offloaded() {
     assert!(read.len() < 2600, "{} chars", read.len());
     // Nothing was written into the user's directory.
     assert!(!dir.path().join("large_tool_results").exists());
-}
-
-#[tokio::test]
-async fn the_prompt_lists_the_projects_files() {
-    let dir = tempfile::tempdir().unwrap();
-    for f in [
-        "one.py",
-        "lib/three.py",
-        "data.csv",
-        ".hidden/x.py",
-        "build/out.py",
-    ] {
-        let p = dir.path().join(f);
-        std::fs::create_dir_all(p.parent().unwrap()).unwrap();
-        std::fs::write(p, "").unwrap();
-    }
-    std::fs::write(dir.path().join(".gitignore"), "build/\n").unwrap();
-    // `ignore` honours .gitignore inside a git repository only.
-    std::fs::create_dir(dir.path().join(".git")).unwrap();
-    let instructions = |listed_files: usize| {
-        let client = ScriptedClient::from_responses([ChatResponse::text("ok")]);
-        let setup = AgentSetup {
-            root: dir.path().to_path_buf(),
-            max_steps: 10,
-            profile: local_profile(4096),
-            counter: None,
-            guarded: false,
-            approver: None,
-            memories: None,
-            listed_files,
-        };
-        let agent = build_agent(Arc::new(client.clone()), &setup).unwrap();
-        async move {
-            agent.run("hi").await.unwrap();
-            client.requests()[0]
-                .options
-                .instructions
-                .clone()
-                .unwrap_or_default()
-        }
-    };
-    let all = instructions(LOCAL_LISTED_FILES).await;
-    assert!(
-        all.contains(
-            "## Project files\nAt the start of this session (all of them): /data.csv, /lib/three.py, /one.py"
-        ),
-        "{all}"
-    );
-    assert!(!all.contains("x.py") && !all.contains("out.py"), "{all}");
-    let two = instructions(2).await;
-    assert!(
-        two.contains("(the first 2): /data.csv, /lib/three.py\n")
-            || two.ends_with("(the first 2): /data.csv, /lib/three.py"),
-        "{two}"
-    );
-    // API models' prompts have no listing.
-    assert!(!instructions(0).await.contains("Project files"));
 }

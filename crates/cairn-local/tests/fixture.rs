@@ -439,3 +439,83 @@ fn the_prompt_cache_serves_the_next_load() {
     assert_eq!(d.cached_tokens, 0);
     assert_eq!(d.text, a.text);
 }
+
+/// A constrained turn that repeats a failed call is sampled again; whether or not it changes,
+/// a streamed turn sends only the accepted sample (one call start), the same as the whole
+/// response.
+#[test]
+fn a_repeated_failed_call_is_resampled_and_streamed_once() {
+    let _serial = serial();
+    let Some(path) = KnownModel::Fixture.find() else {
+        fixture(64);
+        return;
+    };
+    let model = LocalModel::load(
+        path,
+        LocalConfig {
+            n_ctx: 2048,
+            threads: Some(1),
+            max_tokens: 32,
+            resample_repeats: 2,
+            ..Default::default()
+        },
+    )
+    .expect("loads");
+    let client = LocalClient::new(model.clone());
+    block_on(async move {
+        let kw = Kwargs::default();
+        let options = ChatOptions {
+            tools: bounded_tools(),
+            tool_choice: Some(ToolChoice::Required),
+            max_tokens: Some(32),
+            ..Default::default()
+        };
+        // What the greedy turn calls, answered with an error as if it had failed.
+        let ask = [Message::user("Stop now.")];
+        let first = client
+            .get_response(request(&ask, &options, &kw))
+            .await
+            .expect("responds");
+        let call = first.function_calls().next().expect("a call").clone();
+        let mut msgs = ask.to_vec();
+        msgs.push(Message::new(
+            Role::Assistant,
+            vec![Content::FunctionCall(call.clone())],
+        ));
+        msgs.push(Message::new(
+            Role::Tool,
+            vec![Content::FunctionResult(cairn_core::FunctionResult {
+                call_id: call.call_id.clone(),
+                output: vec![Content::text("Error: not now")],
+                is_error: true,
+            })],
+        ));
+        model.clear_cache().expect("clears");
+        let whole = client
+            .get_response(request(&msgs, &options, &kw))
+            .await
+            .expect("responds");
+        assert_eq!(whole.function_calls().count(), 1, "{whole:?}");
+        model.clear_cache().expect("clears");
+        let mut stream = client.get_streaming_response(request(&msgs, &options, &kw));
+        let mut asm = ResponseAssembler::new();
+        let mut starts = 0;
+        while let Some(u) = stream.next().await {
+            let event = u.expect("update").event;
+            starts += usize::from(matches!(
+                event,
+                cairn_core::UpdateEvent::ToolCallStart { .. }
+            ));
+            asm.push(&event);
+        }
+        assert_eq!(starts, 1);
+        let mut folded = asm.finish();
+        let id = whole.function_calls().next().map(|c| c.call_id.clone());
+        for c in &mut folded.messages[0].contents {
+            if let (Content::FunctionCall(fc), Some(id)) = (c, &id) {
+                fc.call_id = id.clone();
+            }
+        }
+        assert_eq!(folded, whole);
+    });
+}
