@@ -17,14 +17,16 @@ Only when all steps are done, reply with a short summary and no tool call.";
 
 /// One worked example of a read → edit → run → answer trajectory (few-shot), appended to the
 /// base prompt. About 100 tokens; the system block is the same in every run, so the prompt
-/// cache serves them. (An example that fixed a function and checked it with `python3 -c`
-/// made the model write sum.py as a function that printed nothing.)
+/// cache serves them. The model copies what it can from it: an example that fixed a function
+/// and checked it with `python3 -c` made it write sum.py as a function that printed nothing,
+/// and one that made hello.py print `Hello, Ann!` turned the demo's "prints hello" into that
+/// greeting (BENCHMARKS.md §8.3).
 pub const LOCAL_EXAMPLE: &str =
-    "Example. Request: \"hello.py should print Hello, Ann! Fix it and run it.\"
-1. read_file /hello.py shows: 1\tname = 'Ann' 2\tprint('Hi ' + name)
-2. edit_file /hello.py, old_string: print('Hi ' + name), new_string: print('Hello, ' + name + '!')
-3. execute: python3 hello.py prints: Hello, Ann!
-4. answer: hello.py now prints Hello, Ann!";
+    "Example. Request: \"total.py should print the total of the prices. Fix it and run it.\"
+1. read_file /total.py shows: 1\tprices = [5, 7] 2\tprint(prices[0])
+2. edit_file /total.py, old_string: print(prices[0]), new_string: print(sum(prices))
+3. execute: python3 total.py prints: 12
+4. answer: total.py now prints the total, 12.";
 
 /// Tokens a tool result may occupy before the rest is offloaded.
 pub const LOCAL_MAX_TOOL_RESULT_TOKENS: usize = 500;
