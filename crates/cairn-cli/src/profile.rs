@@ -15,18 +15,16 @@ Do every step the user asks for (for example: write the file, then run it with e
 To fix or change something, change the file with edit_file or write_file; never only describe the change. \
 Only when all steps are done, reply with a short summary and no tool call.";
 
-/// One worked example of a read → edit → run → answer trajectory (few-shot), appended to the
-/// base prompt. About 100 tokens; the system block is the same in every run, so the prompt
-/// cache serves them. The model copies what it can from it: an example that fixed a function
-/// and checked it with `python3 -c` made it write sum.py as a function that printed nothing,
-/// and one that made hello.py print `Hello, Ann!` turned the demo's "prints hello" into that
-/// greeting (BENCHMARKS.md §8.3).
-pub const LOCAL_EXAMPLE: &str =
-    "Example. Request: \"total.py should print the total of the prices. Fix it and run it.\"
-1. read_file /total.py shows: 1\tprices = [5, 7] 2\tprint(prices[0])
-2. edit_file /total.py, old_string: print(prices[0]), new_string: print(sum(prices))
-3. execute: python3 total.py prints: 12
-4. answer: total.py now prints the total, 12.";
+/// One worked example of a write → run → answer trajectory (few-shot), appended to the base
+/// prompt. About 60 tokens; the system block is the same in every run, so the prompt cache
+/// serves them. The model copies what it can from an example: one that fixed a function and
+/// checked it with `python3 -c` made it write sum.py as a function that printed nothing, one
+/// that made hello.py print `Hello, Ann!` turned the demo's "prints hello" into that greeting,
+/// and one that fixed a script's `print` left a new script without one (BENCHMARKS.md §8.3).
+pub const LOCAL_EXAMPLE: &str = "Example. Request: \"Create area.py that prints the area of a 3 by 4 rectangle, run it and tell me the result.\"
+1. write_file /area.py, content: print(3 * 4)
+2. execute: python3 area.py prints: 12
+3. answer: area.py printed 12.";
 
 /// Tokens a tool result may occupy before the rest is offloaded.
 pub const LOCAL_MAX_TOOL_RESULT_TOKENS: usize = 500;
