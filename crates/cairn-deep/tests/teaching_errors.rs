@@ -21,6 +21,20 @@ fn tools() -> Tools {
     Tools::new(Arc::new(composite))
 }
 
+/// The tools over a fresh state backend, the one named like `make`'s tool replaced by it (a
+/// profile's variant of a file tool).
+fn tools_with(make: fn(cairn_deep::backend::SharedBackend) -> cairn_core::SharedTool) -> Tools {
+    let backend: cairn_deep::backend::SharedBackend = Arc::new(StateBackend::new());
+    let variant = make(Arc::clone(&backend));
+    let mut t = Tools::new(backend);
+    for tool in &mut t.tools {
+        if tool.spec().name == variant.spec().name {
+            *tool = Arc::clone(&variant);
+        }
+    }
+    t
+}
+
 #[tokio::test]
 async fn not_found_names_the_file_of_that_name_or_the_nearest_directory() {
     let t = tools();
@@ -236,13 +250,7 @@ async fn the_overwriting_write_file_replaces_an_existing_file() {
 
 #[tokio::test]
 async fn an_overwrite_drops_line_numbers_copied_from_a_read_but_not_a_files_own() {
-    let backend: cairn_deep::backend::SharedBackend = Arc::new(StateBackend::new());
-    let mut t = Tools::new(Arc::clone(&backend));
-    for tool in &mut t.tools {
-        if tool.spec().name == "write_file" {
-            *tool = cairn_deep::tools::overwriting_write_file_tool(Arc::clone(&backend));
-        }
-    }
+    let t = tools_with(cairn_deep::tools::overwriting_write_file_tool);
     t.ok(
         "write_file",
         json!({"file_path": "/notes.txt", "content": "alpha\nbeta\n"}),
@@ -301,13 +309,7 @@ async fn an_overwrite_drops_line_numbers_copied_from_a_read_but_not_a_files_own(
 
 #[tokio::test]
 async fn the_appending_edit_file_adds_text_for_an_empty_old_string() {
-    let backend: cairn_deep::backend::SharedBackend = Arc::new(StateBackend::new());
-    let mut t = Tools::new(Arc::clone(&backend));
-    for tool in &mut t.tools {
-        if tool.spec().name == "edit_file" {
-            *tool = cairn_deep::tools::appending_edit_file_tool(Arc::clone(&backend));
-        }
-    }
+    let t = tools_with(cairn_deep::tools::appending_edit_file_tool);
     t.ok(
         "write_file",
         json!({"file_path": "/notes.txt", "content": "alpha\nbeta\n"}),

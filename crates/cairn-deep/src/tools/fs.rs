@@ -449,17 +449,25 @@ async fn overwrite_file(
             "{path} exists, and this text would drop {dropped} of its {total} words{shown}"
         )));
     }
+    replace_text(backend, rt, path, &old, content)
+        .await
+        .map(|()| (Rewrite::Changed, numbers))
+}
+
+/// Replaces the whole text `old` of the file `path` with `new` in one backend write (an edit of
+/// all of it; an empty file, which has no text to match, is written again).
+async fn replace_text(
+    backend: &SharedBackend,
+    rt: &BackendRuntime,
+    path: &str,
+    old: &str,
+    new: &str,
+) -> Result<(), crate::BackendError> {
     if old.is_empty() {
         backend.delete(rt, path).await?;
-        return backend
-            .write(rt, path, content)
-            .await
-            .map(|()| (Rewrite::Changed, numbers));
+        return backend.write(rt, path, new).await;
     }
-    backend
-        .edit(rt, path, &old, content, false)
-        .await
-        .map(|_| (Rewrite::Changed, numbers))
+    backend.edit(rt, path, old, new, false).await.map(|_| ())
 }
 
 #[derive(Deserialize, JsonSchema)]
@@ -523,13 +531,8 @@ fn edit_file_impl(backend: SharedBackend, append: bool) -> SharedTool {
                 if append && a.old_string.is_empty() && !a.new_string.is_empty() {
                     let appending = async {
                         let old = backend.read_text(&rt, &path).await?;
-                        let new = appended(&old, &a.new_string);
-                        if old.is_empty() {
-                            backend.delete(&rt, &path).await?;
-                            backend.write(&rt, &path, &new).await
-                        } else {
-                            backend.edit(&rt, &path, &old, &new, false).await.map(|_| ())
-                        }
+                        replace_text(&backend, &rt, &path, &old, &appended(&old, &a.new_string))
+                            .await
                     };
                     return match appending.await {
                         Ok(()) => ToolOutput::text(format!(
@@ -801,13 +804,14 @@ pub(crate) fn map_virtual_paths(
                 && first != "."
                 && first != ".."
                 && std::fs::symlink_metadata(&host).is_err();
+            let in_dir = usable && std::fs::symlink_metadata(dir.join(first)).is_ok();
             // `/<project folder name>/x` for `/x` (as the file tools read it): the small model
             // copied the folder name from the prompt into its commands too.
             let project = usable
+                && !in_dir
                 && dir
                     .file_name()
-                    .is_some_and(|n| n.to_string_lossy() == first)
-                && std::fs::symlink_metadata(dir.join(first)).is_err();
+                    .is_some_and(|n| n.to_string_lossy() == first);
             if project {
                 let inner = &word[1 + first.len()..];
                 let local = if inner.is_empty() || inner == "/" {
@@ -817,7 +821,7 @@ pub(crate) fn map_virtual_paths(
                 };
                 out.push_str(&local);
                 mapped.push((word.to_owned(), local));
-            } else if usable && std::fs::symlink_metadata(dir.join(first)).is_ok() {
+            } else if in_dir {
                 let local = format!(".{word}");
                 out.push_str(&local);
                 mapped.push((word.to_owned(), local));
